@@ -1,3 +1,49 @@
 """The Transformer of *Attention Is All You Need*, built bottom-up."""
 
+from aiayn.attention import MultiHeadAttention, recording_attention, scaled_dot_product_attention
+from aiayn.embeddings import (
+    LearnedPositionalEmbedding,
+    PositionalEncoding,
+    TokenEmbedding,
+    sinusoidal_encoding,
+)
+from aiayn.feed_forward import PositionwiseFeedForward
+from aiayn.interop import (
+    load_decoder_layer,
+    load_encoder_layer,
+    load_multihead_attention,
+    to_key_padding_mask,
+    to_torch_mask,
+)
+from aiayn.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerNorm, ResidualSublayer
+from aiayn.masks import check_mask, padding_mask, subsequent_mask, target_mask
+from aiayn.model import Transformer
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Decoder",
+    "DecoderLayer",
+    "Encoder",
+    "EncoderLayer",
+    "LayerNorm",
+    "LearnedPositionalEmbedding",
+    "MultiHeadAttention",
+    "PositionalEncoding",
+    "PositionwiseFeedForward",
+    "ResidualSublayer",
+    "TokenEmbedding",
+    "Transformer",
+    "check_mask",
+    "load_decoder_layer",
+    "load_encoder_layer",
+    "load_multihead_attention",
+    "padding_mask",
+    "recording_attention",
+    "scaled_dot_product_attention",
+    "sinusoidal_encoding",
+    "subsequent_mask",
+    "target_mask",
+    "to_key_padding_mask",
+    "to_torch_mask",
+]

@@ -1,0 +1,72 @@
+"""Token embeddings (§3.4) and positional encodings (§3.5)."""
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class TokenEmbedding(nn.Module):
+    """Learned embedding scaled by sqrt(d_model): (B, S) token ids -> (B, S, d_model)."""
+
+    def __init__(self, vocab_size: int, d_model: int):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.embedding = nn.Embedding(vocab_size, d_model)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        if tokens.numel() > 0:
+            low, high = tokens.min().item(), tokens.max().item()
+            if low < 0 or high >= self.vocab_size:
+                raise ValueError(
+                    f"tokens must lie in [0, vocab_size={self.vocab_size}), "
+                    f"got ids from {low} to {high}"
+                )
+        return self.embedding(tokens) * math.sqrt(self.d_model)
+
+
+def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...): (max_len, d_model)."""
+    if d_model % 2 != 0:
+        raise ValueError(f"d_model={d_model} must be even: sines and cosines come in pairs")
+    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model / 2,)
+    angles = pos / 10000 ** (two_i / d_model)  # (max_len, d_model / 2)
+    pe = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (max_len, d_model / 2, 2)
+    return pe.flatten(1).float()  # (max_len, d_model): sin, cos, sin, cos, ...
+
+
+def check_length(length: int, max_len: int) -> None:
+    """Raise a clear error if a sequence is longer than the positions we have."""
+    if length > max_len:
+        raise ValueError(f"sequence length {length} exceeds max_len={max_len}")
+
+
+class PositionalEncoding(nn.Module):
+    """Add the fixed sinusoids to the embeddings, then dropout: (B, S, d_model) -> same shape."""
+
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
+        super().__init__()
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+        # A buffer moves with .to(device) but is not trained; non-persistent: not in state_dict.
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_length(x.size(1), self.max_len)
+        return self.dropout(x + self.pe[: x.size(1)])  # (B, S, d_model) + (S, d_model)
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """The paper's alternative (Table 3, row E): one learned vector per position."""
+
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
+        super().__init__()
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+        self.pe = nn.Parameter(torch.randn(max_len, d_model) * 0.02)  # (max_len, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_length(x.size(1), self.max_len)
+        return self.dropout(x + self.pe[: x.size(1)])  # (B, S, d_model) + (S, d_model)

@@ -1,0 +1,84 @@
+"""Load weights from PyTorch's own Transformer modules into ours, and convert masks.
+
+Boolean masks mean opposite things on the two sides: here True = "may attend"; in
+nn.MultiheadAttention / nn.Transformer* a boolean attn_mask or key_padding_mask marks with
+True the positions that may NOT be attended to. Convert at the boundary with to_torch_mask.
+"""
+
+import torch
+from torch import Tensor, nn
+
+from aiayn.attention import MultiHeadAttention
+from aiayn.layers import DecoderLayer, EncoderLayer, LayerNorm, ResidualSublayer
+
+
+def to_torch_mask(mask: Tensor) -> Tensor:
+    """Our mask (True = may attend) -> PyTorch's boolean mask (True = masked): just ``~mask``."""
+    return ~mask
+
+
+def to_key_padding_mask(mask: Tensor) -> Tensor:
+    """Our padding mask (B, 1, S) -> PyTorch's key_padding_mask (B, S), True at padding."""
+    return ~mask.squeeze(-2)  # (B, 1, S) -> (B, S)
+
+
+@torch.no_grad()
+def load_multihead_attention(
+    ours: MultiHeadAttention, theirs: nn.MultiheadAttention
+) -> MultiHeadAttention:
+    """Copy nn.MultiheadAttention's weights into ours (same [W^Q; W^K; W^V] layout)."""
+    if (ours.d_model, ours.nhead) != (theirs.embed_dim, theirs.num_heads):
+        raise ValueError(
+            f"shape mismatch: ours has d_model={ours.d_model}, nhead={ours.nhead}; "
+            f"theirs has embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}"
+        )
+    if not theirs._qkv_same_embed_dim:
+        raise ValueError("theirs must use one in_proj_weight (kdim == vdim == embed_dim)")
+    ours.in_proj.weight.copy_(theirs.in_proj_weight)
+    ours.out_proj.weight.copy_(theirs.out_proj.weight)
+    if ours.in_proj.bias is not None:
+        ours.in_proj.bias.copy_(theirs.in_proj_bias)
+        ours.out_proj.bias.copy_(theirs.out_proj.bias)
+    return ours
+
+
+@torch.no_grad()
+def _load_layer_norm(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
+    ours.weight.copy_(theirs.weight)
+    ours.bias.copy_(theirs.bias)
+    ours.eps = theirs.eps
+
+
+@torch.no_grad()
+def _load_feed_forward(ours: EncoderLayer | DecoderLayer, theirs: nn.Module) -> None:
+    for name in ("linear1", "linear2"):
+        getattr(ours.feed_forward, name).load_state_dict(getattr(theirs, name).state_dict())
+
+
+def _check_norm_first(residual: ResidualSublayer, theirs: nn.Module) -> None:
+    if residual.norm_first != theirs.norm_first:
+        raise ValueError(
+            f"norm_first differs: ours {residual.norm_first}, theirs {theirs.norm_first}"
+        )
+
+
+def load_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> EncoderLayer:
+    """Copy an nn.TransformerEncoderLayer (ReLU activation) into our EncoderLayer."""
+    _check_norm_first(ours.self_attn_residual, theirs)
+    load_multihead_attention(ours.self_attn, theirs.self_attn)
+    _load_feed_forward(ours, theirs)
+    _load_layer_norm(ours.self_attn_residual.norm, theirs.norm1)
+    _load_layer_norm(ours.feed_forward_residual.norm, theirs.norm2)
+    return ours
+
+
+def load_decoder_layer(ours: DecoderLayer, theirs: nn.TransformerDecoderLayer) -> DecoderLayer:
+    """Copy an nn.TransformerDecoderLayer (ReLU activation) into our DecoderLayer."""
+    _check_norm_first(ours.self_attn_residual, theirs)
+    load_multihead_attention(ours.self_attn, theirs.self_attn)
+    load_multihead_attention(ours.cross_attn, theirs.multihead_attn)
+    _load_feed_forward(ours, theirs)
+    _load_layer_norm(ours.self_attn_residual.norm, theirs.norm1)
+    _load_layer_norm(ours.cross_attn_residual.norm, theirs.norm2)
+    _load_layer_norm(ours.feed_forward_residual.norm, theirs.norm3)
+    return ours
