@@ -1,0 +1,87 @@
+# Two commands do everything on a fresh machine:
+#   make book   builds the HTML book (_build/html/index.html), every chapter executed
+#   make test   lint, unit tests, every chapter under nbval, a strict book build, a browser check
+# Both create .venv and install everything they need on first use.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV     := .venv
+PY       := $(VENV)/bin/python
+JB       := $(VENV)/bin/jupyter-book
+BUILD    := _build
+NBVAL    := $(BUILD)/nbval
+CACHE    := $(BUILD)/.jupyter_cache
+SETUP    := $(VENV)/.installed
+SRC      := $(shell find src -type f -name '*.py' 2>/dev/null) $(wildcard src/aiayn)
+CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
+
+.PHONY: help book test lint unit notebooks strict-book browser chromium clean
+
+help:
+	@echo "make book   build the HTML book into $(BUILD)/html"
+	@echo "make test   run every check: lint, unit tests, notebooks, strict build, browser"
+	@echo "make clean  remove $(BUILD) (keeps $(VENV))"
+
+# --- setup -------------------------------------------------------------------------------------
+$(SETUP): requirements.txt pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m ipykernel install --user --name aiayn --display-name "Python 3 (aiayn)" >/dev/null
+	touch $@
+
+# jupyter-cache keys on cell text only: any change under src/ (or to the installed packages)
+# empties the cache, so every chapter is executed again against the new code.
+$(BUILD)/.src-stamp: $(SRC) $(SETUP)
+	rm -rf $(CACHE)
+	mkdir -p $(BUILD)
+	touch $@
+
+# --- the book ----------------------------------------------------------------------------------
+book: $(SETUP) $(BUILD)/.src-stamp
+	$(JB) build .
+	@echo "Open $(BUILD)/html/index.html"
+
+# --- the tests ---------------------------------------------------------------------------------
+test: lint unit notebooks strict-book browser
+	@echo "make test: every check passed"
+
+lint: $(SETUP)
+	$(VENV)/bin/ruff check src tests
+
+unit: $(SETUP)
+	$(PY) -m pytest tests
+
+# Every chapter, converted to a git-ignored .ipynb, executed cell by cell by nbval.
+notebooks: $(SETUP)
+	rm -rf $(NBVAL) && mkdir -p $(NBVAL)
+	for chapter in $(CHAPTERS); do \
+	  $(VENV)/bin/jupytext --quiet --to ipynb --output $(NBVAL)/$$(basename $${chapter%.md}).ipynb $$chapter; \
+	done
+	test "$$(ls $(NBVAL)/*.ipynb | wc -l)" -eq "$(words $(CHAPTERS))"
+	$(PY) -m pytest --nbval-lax --nbval-current-env -p tests.notebook_durations $(NBVAL)
+
+# Warnings are errors (-W), every reference must resolve (-n), failing cells raise;
+# --all rebuilds every page so that no warning hides behind an earlier build.
+strict-book: $(SETUP) $(BUILD)/.src-stamp
+	$(JB) build . --all -W -n --keep-going
+
+browser: $(SETUP) chromium
+	$(PY) -m pytest -o addopts="" tests/browser
+
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Installing Debian's chromium for the browser check"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else \
+	    echo "The browser check needs /usr/bin/chromium: run 'sudo apt-get install chromium chromium-driver'" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+
+clean:
+	rm -rf $(BUILD)

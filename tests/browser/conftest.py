@@ -1,0 +1,56 @@
+"""Fixtures for the browser check: serve the built book on localhost and open it in Chromium.
+
+The book must have been built first (``make book`` or the strict build in ``make test``): a
+missing build is a failure, not a skip, so the check can never pass by checking nothing.
+"""
+
+import functools
+import http.server
+import pathlib
+import threading
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+HTML = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+# Flags for a root user on a machine without a display or outside network.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def book_url():
+    if not (HTML / "index.html").is_file():
+        pytest.fail(f"no built book at {HTML}: run `make book` first")
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not pathlib.Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} not found: install it with `apt-get install chromium`")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the name is fixed by the base class
+        pass
