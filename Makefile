@@ -30,7 +30,7 @@ $(SETUP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	$(PY) -m ipykernel install --user --name aiayn --display-name "Python 3 (aiayn)" >/dev/null
+	$(PY) -m ipykernel install --sys-prefix --name aiayn --display-name "Python 3 (aiayn)" >/dev/null
 	touch $@
 
 # jupyter-cache keys on cell text only: any change under src/ (or to the installed packages)
