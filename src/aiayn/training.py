@@ -1,0 +1,257 @@
+"""Training (§5): the learning-rate schedule, label smoothing, the loop, evaluation, checkpoints."""
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from aiayn.decoding import greedy_decode
+from aiayn.masks import padding_mask, target_mask
+from aiayn.model import Transformer
+from aiayn.tasks import BOS_ID, EOS_ID, PAD_ID, Task, get_task, make_batch
+
+
+def learning_rate(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
+    """Eq. (3): factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5), step >= 1.
+
+    It rises linearly for ``warmup_steps`` steps, peaks at step = warmup_steps, then decays as
+    the inverse square root of the step.
+    """
+    step = max(step, 1)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id: int) -> Tensor:
+    """Cross-entropy against a smoothed target, averaged over the non-padding tokens.
+
+    logits (..., V), target (...) ids. The target distribution gives 1 - smoothing to the right
+    token and spreads ``smoothing`` uniformly over the V - 1 tokens other than padding (padding
+    is never a right answer). Computed from log_softmax, so it never takes log(0); positions
+    whose target is padding contribute nothing.
+    """
+    log_probs = logits.log_softmax(dim=-1).flatten(0, -2)  # (N, V)
+    target = target.flatten()  # (N,)
+    real = target != pad_id
+    log_probs, target = log_probs[real], target[real]  # drop padding positions
+    vocab = log_probs.size(-1)
+    smoothed = torch.full_like(log_probs, smoothing / (vocab - 1))  # (N, V)
+    smoothed[:, pad_id] = 0.0
+    smoothed.scatter_(1, target[:, None], 1.0 - smoothing + smoothing / (vocab - 1))
+    return -(smoothed * log_probs).sum(dim=-1).mean()
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on; saved in every checkpoint."""
+
+    task: str = "reverse-repeats"
+    d_model: int = 128
+    nhead: int = 4
+    num_layers: int = 2  # in the encoder and in the decoder
+    dim_feedforward: int = 512
+    dropout: float = 0.0
+    batch_size: int = 128
+    steps: int = 3000
+    warmup_steps: int = 400
+    lr_factor: float = 1.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0
+    eval_every: int = 250
+    eval_size: int = 1000
+    target_exact_match: float | None = None  # stop early once reached at an evaluation
+    seed: int = 0
+    device: str = field(default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu")
+
+    def model_config(self) -> dict:
+        task = get_task(self.task)
+        return dict(
+            src_vocab=task.vocab_size,
+            tgt_vocab=task.vocab_size,
+            d_model=self.d_model,
+            nhead=self.nhead,
+            num_encoder_layers=self.num_layers,
+            num_decoder_layers=self.num_layers,
+            dim_feedforward=self.dim_feedforward,
+            dropout=self.dropout,
+            max_len=2 * task.max_len + 2,
+        )
+
+
+@dataclass
+class TrainState:
+    """A run in progress: what a checkpoint holds and what resuming restores."""
+
+    config: TrainConfig
+    model: Transformer
+    optimizer: torch.optim.Optimizer
+    data_rng: torch.Generator
+    step: int = 0
+    history: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def task(self) -> Task:
+        return get_task(self.config.task)
+
+
+def new_run(config: TrainConfig) -> TrainState:
+    """A fresh model, optimizer (Adam with the paper's betas and epsilon) and data stream."""
+    torch.manual_seed(config.seed)
+    model = Transformer(**config.model_config()).to(config.device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
+    data_rng = torch.Generator().manual_seed(config.seed)
+    return TrainState(config, model, optimizer, data_rng)
+
+
+def train_step(state: TrainState) -> dict:
+    """One optimizer step on a fresh batch; returns the step's loss, accuracy and rate."""
+    config, model = state.config, state.model
+    batch = make_batch(state.task, state.task.sample(config.batch_size, state.data_rng))
+    batch = batch.to(config.device)
+    state.step += 1
+    rate = learning_rate(state.step, config.d_model, config.warmup_steps, config.lr_factor)
+    for group in state.optimizer.param_groups:
+        group["lr"] = rate
+    model.train()
+    logits = model(
+        batch.src,
+        batch.tgt_in,
+        padding_mask(batch.src, PAD_ID),
+        target_mask(batch.tgt_in, PAD_ID),
+    )  # (B, T, V)
+    loss = label_smoothed_loss(logits, batch.tgt_out, config.label_smoothing, PAD_ID)
+    state.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+    state.optimizer.step()
+    real = batch.tgt_out != PAD_ID
+    correct = (logits.argmax(dim=-1) == batch.tgt_out) & real
+    return {
+        "step": state.step,
+        "loss": loss.item(),
+        "token_accuracy": correct.sum().item() / real.sum().item(),
+        "lr": rate,
+    }
+
+
+@torch.no_grad()
+def predict(
+    model: Transformer, task: Task, sources: list[str], batch_size: int = 1000
+) -> list[str]:
+    """Greedy predictions for source strings, as strings."""
+    model.eval()
+    device = next(model.parameters()).device
+    predictions = []
+    for start in range(0, len(sources), batch_size):
+        batch = make_batch(task, sources[start : start + batch_size]).to(device)
+        max_len = batch.tgt_out.size(1)  # target length + end token
+        output = greedy_decode(model, batch.src, PAD_ID, BOS_ID, EOS_ID, max_len=max_len + 1)
+        predictions += [task.decode(row) for row in output.tolist()]
+    return predictions
+
+
+@torch.no_grad()
+def evaluate(model: Transformer, task: Task, n: int = 10_000, length: int = 10, seed: int = 1234):
+    """Exact match and token accuracy of greedy decoding on n fresh sources of one length."""
+    sources = task.sample(n, torch.Generator().manual_seed(seed), length=length)
+    predictions = predict(model, task, sources)
+    exact = right_tokens = total_tokens = 0
+    for source, predicted in zip(sources, predictions, strict=True):
+        expected = task.target(source).split()
+        got = predicted.split()
+        exact += got == expected
+        right_tokens += sum(e == g for e, g in zip(expected, got, strict=False))  # may differ
+        total_tokens += len(expected)
+    return {"exact_match": exact / n, "token_accuracy": right_tokens / total_tokens}
+
+
+def train(
+    state: TrainState,
+    checkpoint: str | Path | None = None,
+    progress: bool = True,
+) -> TrainState:
+    """Train until ``config.steps`` (or the target exact match), evaluating periodically.
+
+    The checkpoint, if given, is written after every evaluation, at the end, and when the run
+    is interrupted with Ctrl-C (KeyboardInterrupt is re-raised after saving).
+    """
+    config = state.config
+    started = time.perf_counter() - state.seconds
+    bar = tqdm(total=config.steps, initial=state.step, disable=not progress, unit="step")
+    try:
+        while state.step < config.steps:
+            record = train_step(state)
+            bar.update(1)
+            if state.step % config.eval_every == 0 or state.step == config.steps:
+                record |= evaluate(state.model, state.task, n=config.eval_size, length=10)
+                state.seconds = time.perf_counter() - started
+                record["seconds"] = state.seconds
+                if checkpoint is not None:
+                    save_checkpoint(state, checkpoint)
+            state.history.append(record)
+            bar.set_postfix(
+                loss=f"{record['loss']:.3f}",
+                acc=f"{record['token_accuracy']:.3f}",
+                lr=f"{record['lr']:.1e}",
+            )
+            target = config.target_exact_match
+            if target is not None and record.get("exact_match", 0.0) >= target:
+                break
+    except KeyboardInterrupt:
+        if checkpoint is not None:
+            state.seconds = time.perf_counter() - started
+            save_checkpoint(state, checkpoint)
+        raise
+    finally:
+        bar.close()
+    state.seconds = time.perf_counter() - started
+    if checkpoint is not None:
+        save_checkpoint(state, checkpoint)
+    return state
+
+
+def save_checkpoint(state: TrainState, path: str | Path) -> None:
+    """Configuration, weights, optimizer, step, history and random state, in one file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(
+        {
+            "config": asdict(state.config),
+            "model_config": state.model.config,
+            "model": state.model.state_dict(),
+            "optimizer": state.optimizer.state_dict(),
+            "step": state.step,
+            "history": state.history,
+            "seconds": state.seconds,
+            "torch_rng": torch.get_rng_state(),
+            "data_rng": state.data_rng.get_state(),
+        },
+        path.with_suffix(".tmp"),
+    )
+    path.with_suffix(".tmp").replace(path)  # never leave a half-written checkpoint behind
+
+
+def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
+    """Rebuild a run from a checkpoint: to resume training, or to predict with its model."""
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    config = TrainConfig(**saved["config"])
+    if device is not None:
+        config.device = device
+    elif config.device == "cuda" and not torch.cuda.is_available():
+        config.device = "cpu"
+    state = new_run(config)
+    state.model.load_state_dict(saved["model"])
+    state.optimizer.load_state_dict(saved["optimizer"])
+    state.step, state.history, state.seconds = saved["step"], saved["history"], saved["seconds"]
+    torch.set_rng_state(saved["torch_rng"])
+    state.data_rng.set_state(saved["data_rng"])
+    return state
+
+
+def exact_match_curve(history: list[dict]) -> tuple[list[int], list[float]]:
+    """(steps, exact match) at the evaluations of a run's history."""
+    points = [(r["step"], r["exact_match"]) for r in history if "exact_match" in r]
+    return [s for s, _ in points], [e for _, e in points]
