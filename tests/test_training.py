@@ -1,0 +1,125 @@
+"""Training: the schedule, the loss, determinism, checkpoints, decoding."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aiayn.tasks import EOS_ID, PAD_ID, get_task
+from aiayn.training import (
+    TrainConfig,
+    evaluate,
+    label_smoothed_loss,
+    learning_rate,
+    load_checkpoint,
+    new_run,
+    train,
+)
+
+TINY = dict(d_model=32, nhead=2, num_layers=1, dim_feedforward=64, batch_size=16, eval_size=20)
+
+
+def test_learning_rate_peaks_at_warmup_with_the_value_of_eq3():
+    rates = [learning_rate(s, 512, 4000) for s in range(1, 20_001)]
+    assert max(range(len(rates)), key=rates.__getitem__) + 1 == 4000
+    assert max(rates) == pytest.approx(512**-0.5 * 4000**-0.5)
+
+
+def test_loss_ignores_padding_and_matches_cross_entropy_without_smoothing():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 5, 14)
+    target = torch.randint(3, 14, (2, 5))
+    target[1, 3:] = PAD_ID
+    ours = label_smoothed_loss(logits, target, 0.0, PAD_ID)
+    theirs = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=PAD_ID)
+    torch.testing.assert_close(ours, theirs)
+
+
+def test_smoothed_loss_equals_pytorch_over_the_non_padding_classes():
+    torch.manual_seed(1)
+    logits = torch.randn(3, 4, 14)
+    logits[..., PAD_ID] = -1e4  # padding gets no probability, so both normalise over 13 classes
+    target = torch.randint(1, 14, (3, 4))
+    ours = label_smoothed_loss(logits, target, 0.1, PAD_ID)
+    # PyTorch spreads the smoothing over every class it is given: give it all but padding.
+    theirs = F.cross_entropy(
+        logits[..., 1:].flatten(0, 1), target.flatten() - 1, label_smoothing=0.1
+    )
+    torch.testing.assert_close(ours, theirs)
+
+
+def test_smoothed_loss_is_finite_even_for_certain_wrong_predictions():
+    logits = torch.full((1, 1, 14), -1e4)
+    logits[0, 0, 5] = 1e4  # certain of token 5 ...
+    loss = label_smoothed_loss(logits, torch.tensor([[6]]), 0.1, PAD_ID)  # ... but 6 is right
+    assert math.isfinite(loss.item())
+
+
+def test_same_seed_same_losses():
+    losses = []
+    for _ in range(2):
+        state = train(new_run(TrainConfig(steps=6, eval_every=6, **TINY)), progress=False)
+        losses.append([r["loss"] for r in state.history])
+    assert losses[0] == losses[1]
+
+
+def test_checkpoint_resume_continues_exactly(tmp_path):
+    config = dict(steps=8, eval_every=4, **TINY)
+    straight = train(new_run(TrainConfig(**config)), progress=False)
+    half = new_run(TrainConfig(**{**config, "steps": 4}))
+    train(half, checkpoint=tmp_path / "run.pt", progress=False)
+    resumed = load_checkpoint(tmp_path / "run.pt")
+    resumed.config.steps = 8
+    train(resumed, progress=False)
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in straight.history]
+
+
+def test_checkpoint_holds_what_prediction_needs(tmp_path):
+    state = train(new_run(TrainConfig(steps=2, eval_every=2, **TINY)), tmp_path / "r.pt",
+                  progress=False)
+    saved = torch.load(tmp_path / "r.pt", weights_only=False)
+    assert {"config", "model_config", "model", "optimizer", "step", "torch_rng", "data_rng"} <= (
+        saved.keys()
+    )
+    restored = load_checkpoint(tmp_path / "r.pt")
+    for name, tensor in state.model.state_dict().items():
+        assert torch.equal(restored.model.state_dict()[name], tensor)
+
+
+class ScriptedModel(torch.nn.Module):
+    """Stands in for a Transformer: sequence b emits token 5 until step b + 1, then </s>."""
+
+    def encode(self, src, src_mask):
+        return torch.zeros(src.size(0), src.size(1), 1)
+
+    def decode(self, memory, src_mask, prefix):
+        step = torch.full((prefix.size(0), prefix.size(1), 1), float(prefix.size(1)))
+        return torch.cat([step, torch.arange(prefix.size(0)).float()[:, None, None]
+                          .expand(-1, prefix.size(1), 1)], dim=-1)  # (B, t, 2): step, b
+
+    def output_projection(self, hidden):
+        step, b = hidden[:, 0], hidden[:, 1]
+        logits = torch.zeros(hidden.size(0), 14)
+        logits[:, 5] = 1.0
+        logits[step > b, 5] = 0.0
+        logits[step > b, EOS_ID] = 2.0
+        return logits
+
+
+def test_greedy_decoding_stops_each_sequence_at_its_end_token():
+    from aiayn.decoding import greedy_decode
+
+    src = torch.tensor([[3, 4, 5], [6, 7, PAD_ID], [8, PAD_ID, PAD_ID]])
+    out = greedy_decode(ScriptedModel(), src, PAD_ID, 1, EOS_ID, max_len=10)
+    assert out.tolist() == [
+        [EOS_ID, PAD_ID, PAD_ID],
+        [5, EOS_ID, PAD_ID],
+        [5, 5, EOS_ID],
+    ]  # three steps, then the loop stopped: every sequence had finished
+
+
+def test_evaluate_reports_fractions():
+    state = new_run(TrainConfig(**TINY))
+    scores = evaluate(state.model, get_task("copy"), n=10, length=3)
+    assert 0.0 <= scores["exact_match"] <= scores["token_accuracy"] <= 1.0
