@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.attention import MultiHeadAttention
-from aiayn.layers import DecoderLayer, EncoderLayer, LayerNorm, ResidualSublayer
+from aiayn.layers import DecoderLayer, EncoderLayer, ResidualSublayer
 
 
 def to_torch_mask(mask: Tensor) -> Tensor:
@@ -42,17 +42,9 @@ def load_multihead_attention(
     return ours
 
 
-@torch.no_grad()
-def _load_layer_norm(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
-    ours.weight.copy_(theirs.weight)
-    ours.bias.copy_(theirs.bias)
-    ours.eps = theirs.eps
-
-
-@torch.no_grad()
 def _load_feed_forward(ours: EncoderLayer | DecoderLayer, theirs: nn.Module) -> None:
-    for name in ("linear1", "linear2"):
-        getattr(ours.feed_forward, name).load_state_dict(getattr(theirs, name).state_dict())
+    ours.feed_forward.linear1.load_state_dict(theirs.linear1.state_dict())
+    ours.feed_forward.linear2.load_state_dict(theirs.linear2.state_dict())
 
 
 def _check_norm_first(residual: ResidualSublayer, theirs: nn.Module) -> None:
@@ -67,8 +59,8 @@ def load_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -
     _check_norm_first(ours.self_attn_residual, theirs)
     load_multihead_attention(ours.self_attn, theirs.self_attn)
     _load_feed_forward(ours, theirs)
-    _load_layer_norm(ours.self_attn_residual.norm, theirs.norm1)
-    _load_layer_norm(ours.feed_forward_residual.norm, theirs.norm2)
+    ours.self_attn_residual.norm.load_state_dict(theirs.norm1.state_dict())
+    ours.feed_forward_residual.norm.load_state_dict(theirs.norm2.state_dict())
     return ours
 
 
@@ -78,7 +70,7 @@ def load_decoder_layer(ours: DecoderLayer, theirs: nn.TransformerDecoderLayer) -
     load_multihead_attention(ours.self_attn, theirs.self_attn)
     load_multihead_attention(ours.cross_attn, theirs.multihead_attn)
     _load_feed_forward(ours, theirs)
-    _load_layer_norm(ours.self_attn_residual.norm, theirs.norm1)
-    _load_layer_norm(ours.cross_attn_residual.norm, theirs.norm2)
-    _load_layer_norm(ours.feed_forward_residual.norm, theirs.norm3)
+    ours.self_attn_residual.norm.load_state_dict(theirs.norm1.state_dict())
+    ours.cross_attn_residual.norm.load_state_dict(theirs.norm2.state_dict())
+    ours.feed_forward_residual.norm.load_state_dict(theirs.norm3.state_dict())
     return ours
