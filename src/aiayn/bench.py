@@ -1,0 +1,170 @@
+"""Time one training step (forward + backward) of our Transformer against torch.nn.Transformer.
+
+    python -m aiayn.bench                                  # the two preset configurations
+    python -m aiayn.bench --d-model 64 --nhead 2 --layers 1  # one configuration of your own
+
+Both models get the same padded batch, the same masks (source padding; target padding and
+causal), the same embedding and output layers, and the same loss. Runs alternate between the
+two models after a warm-up; the medians and their ratio are printed.
+"""
+
+import argparse
+import dataclasses
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from aiayn.embeddings import PositionalEncoding, TokenEmbedding
+from aiayn.interop import to_key_padding_mask, to_torch_mask
+from aiayn.masks import padding_mask, subsequent_mask, target_mask
+from aiayn.model import Transformer
+
+PAD = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    d_model: int = 128
+    nhead: int = 4
+    layers: int = 2  # encoder layers = decoder layers
+    dim_feedforward: int = 512
+    dropout: float = 0.1
+    batch_size: int = 64
+    src_len: int = 12
+    tgt_len: int = 12
+    vocab: int = 32
+
+
+PRESETS = {
+    "toy": BenchConfig(),
+    "larger": BenchConfig(
+        d_model=256, layers=3, dim_feedforward=1024, src_len=24, tgt_len=24, vocab=1000
+    ),
+}
+
+
+class TorchTransformer(nn.Module):
+    """nn.Transformer between the same embedding and output layers as our Transformer."""
+
+    def __init__(self, cfg: BenchConfig):
+        super().__init__()
+        self.src_embed = TokenEmbedding(cfg.vocab, cfg.d_model)
+        self.tgt_embed = TokenEmbedding(cfg.vocab, cfg.d_model)
+        self.positional = PositionalEncoding(cfg.d_model, dropout=cfg.dropout)
+        self.transformer = nn.Transformer(
+            cfg.d_model,
+            cfg.nhead,
+            cfg.layers,
+            cfg.layers,
+            cfg.dim_feedforward,
+            cfg.dropout,
+            batch_first=True,
+        )
+        # nn.Transformer ends both stacks with a LayerNorm; the post-LN paper model (ours) doesn't.
+        self.transformer.encoder.norm = None
+        self.transformer.decoder.norm = None
+        self.output_projection = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+        self.output_projection.weight = self.tgt_embed.embedding.weight
+        self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
+
+    def forward(self, src: Tensor, tgt: Tensor, masks: dict[str, Tensor]) -> Tensor:
+        x = self.transformer(
+            self.positional(self.src_embed(src)), self.positional(self.tgt_embed(tgt)), **masks
+        )
+        return self.output_projection(x)
+
+
+def padded_batch(cfg: BenchConfig, length: int, generator: torch.Generator) -> Tensor:
+    """(batch_size, length) random tokens; each row ends in a random amount of padding."""
+    tokens = torch.randint(1, cfg.vocab, (cfg.batch_size, length), generator=generator)
+    lengths = torch.randint(length // 2, length + 1, (cfg.batch_size, 1), generator=generator)
+    return tokens.masked_fill(torch.arange(length) >= lengths, PAD)
+
+
+def timed(step: Callable[[], None]) -> tuple[float, float]:
+    """Run ``step`` once: (wall-clock ms, CPU ms of this process, all threads)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    step()
+    return (time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000
+
+
+def run(cfg: BenchConfig, steps: int = 30, warmup: int = 5) -> dict[str, tuple[float, float]]:
+    """Median (wall-clock ms, CPU ms) per training step for "ours" and "pytorch"."""
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
+    src = padded_batch(cfg, cfg.src_len, generator)
+    tgt = padded_batch(cfg, cfg.tgt_len + 1, generator)
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # teacher forcing: predict the next token
+    ours = Transformer(
+        cfg.vocab,
+        cfg.vocab,
+        cfg.d_model,
+        cfg.nhead,
+        cfg.layers,
+        cfg.layers,
+        cfg.dim_feedforward,
+        cfg.dropout,
+    )
+    theirs = TorchTransformer(cfg)
+    src_mask, tgt_mask = padding_mask(src, PAD), target_mask(tgt_in, PAD)
+    torch_masks = {  # the same masks in PyTorch's form: True = may NOT attend
+        "src_key_padding_mask": to_key_padding_mask(src_mask),
+        "memory_key_padding_mask": to_key_padding_mask(src_mask),
+        "tgt_key_padding_mask": to_key_padding_mask(padding_mask(tgt_in, PAD)),
+        "tgt_mask": to_torch_mask(subsequent_mask(tgt_in.size(1))),
+    }
+
+    def train_step(model: nn.Module, *inputs) -> Callable[[], None]:
+        def step() -> None:
+            model.zero_grad(set_to_none=True)
+            logits = model(src, tgt_in, *inputs)  # (B, T, vocab)
+            F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD).backward()
+
+        return step
+
+    steps_by_name = {
+        "ours": train_step(ours, src_mask, tgt_mask),
+        "pytorch": train_step(theirs, torch_masks),
+    }
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in steps_by_name}
+    for i in range(warmup + steps):
+        order = list(steps_by_name) if i % 2 == 0 else list(reversed(steps_by_name))
+        for name in order:  # alternate who goes first
+            times[name].append(timed(steps_by_name[name]))
+    return {
+        name: tuple(statistics.median(column) for column in zip(*runs[warmup:], strict=True))
+        for name, runs in times.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    for field in dataclasses.fields(BenchConfig):
+        parser.add_argument("--" + field.name.replace("_", "-"), type=field.type, default=None)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(BenchConfig)}
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    configs = {"custom": BenchConfig(**overrides)} if overrides else PRESETS
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
+    for name, cfg in configs.items():
+        result = run(cfg, args.steps, args.warmup)
+        print(f"{name}: {cfg}")
+        for i, clock in enumerate(("wall-clock", "CPU time")):
+            ours, theirs = result["ours"][i], result["pytorch"][i]
+            print(
+                f"  {clock:10s}  ours {ours:7.2f} ms   nn.Transformer {theirs:7.2f} ms"
+                f"   ratio ours/PyTorch {ours / theirs:.3f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

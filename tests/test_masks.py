@@ -1,0 +1,42 @@
+import pytest
+import torch
+
+from aiayn import check_mask, padding_mask, subsequent_mask, target_mask
+
+
+def test_padding_mask_marks_real_tokens_and_broadcasts_over_queries():
+    tokens = torch.tensor([[5, 6, 0], [7, 0, 0]])
+    mask = padding_mask(tokens, pad_id=0)
+    assert mask.shape == (2, 1, 3) and mask.dtype == torch.bool
+    assert mask.tolist() == [[[True, True, False]], [[True, False, False]]]
+
+
+def test_subsequent_mask_is_lower_triangular_with_diagonal():
+    mask = subsequent_mask(4)
+    assert mask.dtype == torch.bool
+    assert torch.equal(mask, torch.tensor([[i >= j for j in range(4)] for i in range(4)]))
+
+
+def test_target_mask_combines_padding_and_causality():
+    tgt = torch.tensor([[1, 2, 0]])
+    mask = target_mask(tgt, pad_id=0)
+    assert mask.shape == (1, 3, 3)
+    expected = [[True, False, False], [True, True, False], [True, True, False]]
+    assert mask[0].tolist() == expected
+
+
+def test_check_mask_accepts_broadcastable_bool_mask():
+    check_mask(torch.ones(2, 1, 5, dtype=torch.bool), (2, 3, 5))
+    check_mask(torch.ones(3, 5, dtype=torch.bool), (2, 4, 3, 5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.uint8])
+def test_check_mask_rejects_non_bool_mask(dtype):
+    with pytest.raises(TypeError, match=r"mask.*True means 'may attend'"):
+        check_mask(torch.ones(2, 1, 5, dtype=dtype), (2, 3, 5))
+
+
+@pytest.mark.parametrize("shape", [(2, 1, 4), (3, 3, 5), (1, 2, 3, 5), (5,)])
+def test_check_mask_rejects_shapes_that_do_not_broadcast(shape):
+    with pytest.raises(ValueError, match=r"mask of shape .* \(2, 3, 5\)"):
+        check_mask(torch.ones(shape, dtype=torch.bool), (2, 3, 5))
