@@ -53,7 +53,7 @@ def test_sampling_is_seeded_and_respects_lengths():
 def test_batch_is_padded_and_shifted_for_teacher_forcing():
     task = get_task("reverse")
     batch = make_batch(task, ["1 2 3", "4"])
-    assert batch.src.tolist()[1][1:] == [PAD_ID, PAD_ID]
+    assert batch.src.tolist()[1] == [VOCABULARY.index("4"), EOS_ID, PAD_ID, PAD_ID]
     assert batch.tgt_in[:, 0].tolist() == [BOS_ID, BOS_ID]
     assert torch.equal(batch.tgt_in[0, 1:], batch.tgt_out[0, :-1])  # shifted right by one
     assert batch.tgt_out[1].tolist() == [VOCABULARY.index("4"), EOS_ID, PAD_ID, PAD_ID]

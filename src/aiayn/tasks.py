@@ -7,7 +7,8 @@ linear layer can share one weight matrix, as in §3.4:
         <pad>  <s>    </s>   0 ... 9     X
 
 ``<pad>`` fills the end of shorter sequences in a batch; ``<s>`` starts the decoder's input (the
-outputs "shifted right" of Figure 1); ``</s>`` ends every target, so the model learns when to stop.
+outputs "shifted right" of Figure 1); ``</s>`` ends every target, so the model learns when to stop,
+and every source, so that the last digit is easy to find (the reversal starts there).
 """
 
 from collections import Counter
@@ -114,7 +115,7 @@ def get_task(name: str) -> Task:
 class Batch:
     """A padded batch of examples, ready for teacher forcing.
 
-    src:     (B, S) source ids, padded with PAD_ID
+    src:     (B, S) source ids + </s>, padded with PAD_ID
     tgt_in:  (B, T) <s> + target ids: the decoder's input, the outputs "shifted right"
     tgt_out: (B, T) target ids + </s>: what the decoder must predict at each position
     """
@@ -140,7 +141,7 @@ def pad(sequences: list[list[int]]) -> Tensor:
 
 def make_batch(task: Task, sources: list[str]) -> Batch:
     """Encode source strings and their targets into one padded Batch."""
-    src = [task.encode(s) for s in sources]
+    src = [[*task.encode(s), EOS_ID] for s in sources]  # </s> marks where the source ends
     tgt = [[TOKEN_ID[sym] for sym in task.target(s).split()] for s in sources]
     return Batch(
         src=pad(src),
