@@ -1,11 +1,12 @@
 """Time one training step (forward + backward) of our Transformer against torch.nn.Transformer.
 
-    python -m aiayn.bench                                  # the two preset configurations
+    python -m aiayn.bench                                    # the two preset configurations
     python -m aiayn.bench --d-model 64 --nhead 2 --layers 1  # one configuration of your own
 
 Both models get the same padded batch, the same masks (source padding; target padding and
-causal), the same embedding and output layers, and the same loss. Runs alternate between the
-two models after a warm-up; the medians and their ratio are printed.
+causal), the same embedding and output layers, and the same loss. After a warm-up the two
+models take turns, each going first every other round; the medians and their ratio are printed,
+for wall-clock time and for the CPU time of the process (steadier on a busy machine).
 """
 
 import argparse
@@ -57,14 +58,9 @@ class TorchTransformer(nn.Module):
         self.tgt_embed = TokenEmbedding(cfg.vocab, cfg.d_model)
         self.positional = PositionalEncoding(cfg.d_model, dropout=cfg.dropout)
         self.transformer = nn.Transformer(
-            cfg.d_model,
-            cfg.nhead,
-            cfg.layers,
-            cfg.layers,
-            cfg.dim_feedforward,
-            cfg.dropout,
+            cfg.d_model, cfg.nhead, cfg.layers, cfg.layers, cfg.dim_feedforward, cfg.dropout,
             batch_first=True,
-        )
+        )  # fmt: skip
         # nn.Transformer ends both stacks with a LayerNorm; the post-LN paper model (ours) doesn't.
         self.transformer.encoder.norm = None
         self.transformer.decoder.norm = None
@@ -72,18 +68,56 @@ class TorchTransformer(nn.Module):
         self.output_projection.weight = self.tgt_embed.embedding.weight
         self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
 
-    def forward(self, src: Tensor, tgt: Tensor, masks: dict[str, Tensor]) -> Tensor:
-        x = self.transformer(
-            self.positional(self.src_embed(src)), self.positional(self.tgt_embed(tgt)), **masks
-        )
-        return self.output_projection(x)
+    def forward(self, src: Tensor, tgt: Tensor, torch_masks: dict[str, Tensor]) -> Tensor:
+        src_x, tgt_x = self.positional(self.src_embed(src)), self.positional(self.tgt_embed(tgt))
+        return self.output_projection(self.transformer(src_x, tgt_x, **torch_masks))
 
 
-def padded_batch(cfg: BenchConfig, length: int, generator: torch.Generator) -> Tensor:
+@dataclasses.dataclass
+class Batch:
+    src: Tensor  # (B, S)
+    tgt_in: Tensor  # (B, T): decoder input
+    tgt_out: Tensor  # (B, T): the next tokens, to predict
+    src_mask: Tensor  # (B, 1, S), ours: True = may attend
+    tgt_mask: Tensor  # (B, T, T)
+    torch_masks: dict[str, Tensor]  # the same masks for nn.Transformer: True = may NOT attend
+
+
+def padded_tokens(cfg: BenchConfig, length: int, generator: torch.Generator) -> Tensor:
     """(batch_size, length) random tokens; each row ends in a random amount of padding."""
     tokens = torch.randint(1, cfg.vocab, (cfg.batch_size, length), generator=generator)
     lengths = torch.randint(length // 2, length + 1, (cfg.batch_size, 1), generator=generator)
     return tokens.masked_fill(torch.arange(length) >= lengths, PAD)
+
+
+def make_batch(cfg: BenchConfig, seed: int = 0) -> Batch:
+    generator = torch.Generator().manual_seed(seed)
+    src = padded_tokens(cfg, cfg.src_len, generator)
+    tgt = padded_tokens(cfg, cfg.tgt_len + 1, generator)
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # teacher forcing: predict the next token
+    src_mask = padding_mask(src, PAD)
+    torch_masks = {
+        "src_key_padding_mask": to_key_padding_mask(src_mask),
+        "memory_key_padding_mask": to_key_padding_mask(src_mask),
+        "tgt_key_padding_mask": to_key_padding_mask(padding_mask(tgt_in, PAD)),
+        "tgt_mask": to_torch_mask(subsequent_mask(cfg.tgt_len)),
+    }
+    return Batch(src, tgt_in, tgt_out, src_mask, target_mask(tgt_in, PAD), torch_masks)
+
+
+def build_models(cfg: BenchConfig) -> tuple[Transformer, TorchTransformer]:
+    ours = Transformer(
+        cfg.vocab, cfg.vocab, cfg.d_model, cfg.nhead, cfg.layers, cfg.layers,
+        cfg.dim_feedforward, cfg.dropout,
+    )  # fmt: skip
+    return ours, TorchTransformer(cfg)
+
+
+def loss_and_backward(model: nn.Module, batch: Batch, *masks) -> None:
+    """One training step without the optimizer: forward, cross-entropy, backward."""
+    model.zero_grad(set_to_none=True)
+    logits = model(batch.src, batch.tgt_in, *masks)  # (B, T, vocab)
+    F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD).backward()
 
 
 def timed(step: Callable[[], None]) -> tuple[float, float]:
@@ -94,50 +128,21 @@ def timed(step: Callable[[], None]) -> tuple[float, float]:
 
 
 def run(cfg: BenchConfig, steps: int = 30, warmup: int = 5) -> dict[str, tuple[float, float]]:
-    """Median (wall-clock ms, CPU ms) per training step for "ours" and "pytorch"."""
+    """Median (wall-clock ms, CPU ms) per training step, for "ours" and "pytorch"."""
     torch.manual_seed(0)
-    generator = torch.Generator().manual_seed(0)
-    src = padded_batch(cfg, cfg.src_len, generator)
-    tgt = padded_batch(cfg, cfg.tgt_len + 1, generator)
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # teacher forcing: predict the next token
-    ours = Transformer(
-        cfg.vocab,
-        cfg.vocab,
-        cfg.d_model,
-        cfg.nhead,
-        cfg.layers,
-        cfg.layers,
-        cfg.dim_feedforward,
-        cfg.dropout,
-    )
-    theirs = TorchTransformer(cfg)
-    src_mask, tgt_mask = padding_mask(src, PAD), target_mask(tgt_in, PAD)
-    torch_masks = {  # the same masks in PyTorch's form: True = may NOT attend
-        "src_key_padding_mask": to_key_padding_mask(src_mask),
-        "memory_key_padding_mask": to_key_padding_mask(src_mask),
-        "tgt_key_padding_mask": to_key_padding_mask(padding_mask(tgt_in, PAD)),
-        "tgt_mask": to_torch_mask(subsequent_mask(tgt_in.size(1))),
+    batch = make_batch(cfg)
+    ours, theirs = build_models(cfg)
+    train_steps = {
+        "ours": lambda: loss_and_backward(ours, batch, batch.src_mask, batch.tgt_mask),
+        "pytorch": lambda: loss_and_backward(theirs, batch, batch.torch_masks),
     }
-
-    def train_step(model: nn.Module, *inputs) -> Callable[[], None]:
-        def step() -> None:
-            model.zero_grad(set_to_none=True)
-            logits = model(src, tgt_in, *inputs)  # (B, T, vocab)
-            F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD).backward()
-
-        return step
-
-    steps_by_name = {
-        "ours": train_step(ours, src_mask, tgt_mask),
-        "pytorch": train_step(theirs, torch_masks),
-    }
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in steps_by_name}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in train_steps}
     for i in range(warmup + steps):
-        order = list(steps_by_name) if i % 2 == 0 else list(reversed(steps_by_name))
-        for name in order:  # alternate who goes first
-            times[name].append(timed(steps_by_name[name]))
+        order = list(train_steps) if i % 2 == 0 else list(reversed(train_steps))
+        for name in order:
+            times[name].append(timed(train_steps[name]))
     return {
-        name: tuple(statistics.median(column) for column in zip(*runs[warmup:], strict=True))
+        name: tuple(statistics.median(clock) for clock in zip(*runs[warmup:], strict=True))
         for name, runs in times.items()
     }
 
@@ -146,22 +151,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     for field in dataclasses.fields(BenchConfig):
         parser.add_argument("--" + field.name.replace("_", "-"), type=field.type, default=None)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per model")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps per model")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(BenchConfig)}
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    configs = {"custom": BenchConfig(**overrides)} if overrides else PRESETS
+    chosen = {f.name: getattr(args, f.name) for f in dataclasses.fields(BenchConfig)}
+    chosen = {name: value for name, value in chosen.items() if value is not None}
+    configs = {"custom": BenchConfig(**chosen)} if chosen else PRESETS
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
     for name, cfg in configs.items():
-        result = run(cfg, args.steps, args.warmup)
+        medians = run(cfg, args.steps, args.warmup)
         print(f"{name}: {cfg}")
         for i, clock in enumerate(("wall-clock", "CPU time")):
-            ours, theirs = result["ours"][i], result["pytorch"][i]
+            ours, theirs = medians["ours"][i], medians["pytorch"][i]
             print(
-                f"  {clock:10s}  ours {ours:7.2f} ms   nn.Transformer {theirs:7.2f} ms"
+                f"  {clock:10s}  ours {ours:8.2f} ms   nn.Transformer {theirs:8.2f} ms"
                 f"   ratio ours/PyTorch {ours / theirs:.3f}"
             )
 
