@@ -58,7 +58,12 @@ class MultiHeadAttention(nn.Module):
 
     Set ``keep_weights = True`` to run the explicit Eq. (1) path and keep the attention
     weights (B, h, T, S) of the last call in ``last_weights``; otherwise the fused
-    ``F.scaled_dot_product_attention`` computes the same result faster.
+    ``F.scaled_dot_product_attention`` computes the same result faster. Its boolean attn_mask
+    means what ours means (True = may attend), and for a query whose keys are all masked it
+    returns zeros, as the explicit path does (PyTorch >= 2.5; tests/test_attention.py checks).
+
+    Not in the paper: dropout on the attention weights (§5.4 drops only sub-layer outputs
+    and embedding sums); nn.MultiheadAttention has it, so we do too. dropout=0.0 removes it.
     """
 
     def __init__(self, d_model: int, nhead: int, dropout: float = 0.0, bias: bool = True):
