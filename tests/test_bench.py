@@ -2,7 +2,7 @@ import torch
 from torch.testing import assert_close
 
 from aiayn import load_decoder_layer, load_encoder_layer
-from aiayn.bench import BenchConfig, build_models, make_batch, run
+from aiayn.bench import BenchConfig, bench_batch, build_models, run
 
 TINY = BenchConfig(d_model=16, nhead=2, layers=2, dim_feedforward=32, dropout=0.0, batch_size=4,
                    src_len=6, tgt_len=5, vocab=11)  # fmt: skip
@@ -13,7 +13,7 @@ def test_both_benchmarked_models_compute_the_same_function():
     torch.manual_seed(0)
     ours, theirs = build_models(TINY)
     ours.eval(), theirs.eval()
-    batch = make_batch(TINY)
+    batch = bench_batch(TINY)
     assert (batch.src == 0).any() and (batch.tgt_in == 0).any()  # the batch has padding
     with torch.no_grad():
         ours.tgt_embed.embedding.weight.copy_(theirs.tgt_embed.embedding.weight)  # all 3 tied

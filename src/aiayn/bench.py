@@ -74,7 +74,7 @@ class TorchTransformer(nn.Module):
 
 
 @dataclasses.dataclass
-class Batch:
+class BenchBatch:
     src: Tensor  # (B, S)
     tgt_in: Tensor  # (B, T): decoder input
     tgt_out: Tensor  # (B, T): the next tokens, to predict
@@ -90,7 +90,7 @@ def padded_tokens(cfg: BenchConfig, length: int, generator: torch.Generator) -> 
     return tokens.masked_fill(torch.arange(length) >= lengths, PAD)
 
 
-def make_batch(cfg: BenchConfig, seed: int = 0) -> Batch:
+def bench_batch(cfg: BenchConfig, seed: int = 0) -> BenchBatch:
     generator = torch.Generator().manual_seed(seed)
     src = padded_tokens(cfg, cfg.src_len, generator)
     tgt = padded_tokens(cfg, cfg.tgt_len + 1, generator)
@@ -102,7 +102,7 @@ def make_batch(cfg: BenchConfig, seed: int = 0) -> Batch:
         "tgt_key_padding_mask": to_key_padding_mask(padding_mask(tgt_in, PAD)),
         "tgt_mask": to_torch_mask(subsequent_mask(cfg.tgt_len)),
     }
-    return Batch(src, tgt_in, tgt_out, src_mask, target_mask(tgt_in, PAD), torch_masks)
+    return BenchBatch(src, tgt_in, tgt_out, src_mask, target_mask(tgt_in, PAD), torch_masks)
 
 
 def build_models(cfg: BenchConfig) -> tuple[Transformer, TorchTransformer]:
@@ -113,7 +113,7 @@ def build_models(cfg: BenchConfig) -> tuple[Transformer, TorchTransformer]:
     return ours, TorchTransformer(cfg)
 
 
-def loss_and_backward(model: nn.Module, batch: Batch, *masks) -> None:
+def loss_and_backward(model: nn.Module, batch: BenchBatch, *masks) -> None:
     """One training step without the optimizer: forward, cross-entropy, backward."""
     model.zero_grad(set_to_none=True)
     logits = model(batch.src, batch.tgt_in, *masks)  # (B, T, vocab)
@@ -130,7 +130,7 @@ def timed(step: Callable[[], None]) -> tuple[float, float]:
 def run(cfg: BenchConfig, steps: int = 30, warmup: int = 5) -> dict[str, tuple[float, float]]:
     """Median (wall-clock ms, CPU ms) per training step, for "ours" and "pytorch"."""
     torch.manual_seed(0)
-    batch = make_batch(cfg)
+    batch = bench_batch(cfg)
     ours, theirs = build_models(cfg)
     train_steps = {
         "ours": lambda: loss_and_backward(ours, batch, batch.src_mask, batch.tgt_mask),
@@ -147,7 +147,7 @@ def run(cfg: BenchConfig, steps: int = 30, warmup: int = 5) -> dict[str, tuple[f
     }
 
 
-def main() -> None:
+def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     for field in dataclasses.fields(BenchConfig):
         parser.add_argument("--" + field.name.replace("_", "-"), type=field.type, default=None)
@@ -172,4 +172,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli()
