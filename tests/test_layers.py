@@ -117,10 +117,13 @@ def test_stacks_match_pytorch(norm_first):
     assert_close(decoder(tgt, memory, src_mask, target_mask(TGT, 0)), expected)
 
 
-def test_interop_refuses_mismatched_norm_first():
+def test_interop_refuses_mismatched_layers():
     theirs = nn.TransformerEncoderLayer(D_MODEL, NHEAD, D_FF, batch_first=True, norm_first=True)
     with pytest.raises(ValueError, match="norm_first"):
         load_encoder_layer(EncoderLayer(D_MODEL, NHEAD, D_FF), theirs)
+    theirs = nn.TransformerDecoderLayer(D_MODEL, NHEAD, D_FF, batch_first=True, activation="gelu")
+    with pytest.raises(ValueError, match="activation"):
+        load_decoder_layer(DecoderLayer(D_MODEL, NHEAD, D_FF), theirs)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

@@ -6,6 +6,7 @@ True the positions that may NOT be attended to. Convert at the boundary with to_
 """
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.attention import MultiHeadAttention
@@ -47,16 +48,18 @@ def _load_feed_forward(ours: EncoderLayer | DecoderLayer, theirs: nn.Module) -> 
     ours.feed_forward.linear2.load_state_dict(theirs.linear2.state_dict())
 
 
-def _check_norm_first(residual: ResidualSublayer, theirs: nn.Module) -> None:
+def _check_compatible(residual: ResidualSublayer, theirs: nn.Module) -> None:
     if residual.norm_first != theirs.norm_first:
         raise ValueError(
             f"norm_first differs: ours {residual.norm_first}, theirs {theirs.norm_first}"
         )
+    if theirs.activation is not F.relu:
+        raise ValueError(f"theirs uses activation {theirs.activation}; ours is ReLU")
 
 
 def load_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> EncoderLayer:
     """Copy an nn.TransformerEncoderLayer (ReLU activation) into our EncoderLayer."""
-    _check_norm_first(ours.self_attn_residual, theirs)
+    _check_compatible(ours.self_attn_residual, theirs)
     load_multihead_attention(ours.self_attn, theirs.self_attn)
     _load_feed_forward(ours, theirs)
     ours.self_attn_residual.norm.load_state_dict(theirs.norm1.state_dict())
@@ -66,7 +69,7 @@ def load_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -
 
 def load_decoder_layer(ours: DecoderLayer, theirs: nn.TransformerDecoderLayer) -> DecoderLayer:
     """Copy an nn.TransformerDecoderLayer (ReLU activation) into our DecoderLayer."""
-    _check_norm_first(ours.self_attn_residual, theirs)
+    _check_compatible(ours.self_attn_residual, theirs)
     load_multihead_attention(ours.self_attn, theirs.self_attn)
     load_multihead_attention(ours.cross_attn, theirs.multihead_attn)
     _load_feed_forward(ours, theirs)
