@@ -13,12 +13,15 @@ class Transformer(nn.Module):
     forward(src (B, S) token ids, tgt (B, T) token ids,
             src_mask broadcastable to (B, 1, S), tgt_mask broadcastable to (B, T, T))
         -> logits (B, T, tgt_vocab); apply softmax (or cross-entropy) yourself.
+    Without a tgt_mask the decoder still cannot look ahead (see decode).
 
     tie_weights=True shares one weight matrix between the target embedding and the pre-softmax
     linear layer, and also the source embedding when src_vocab == tgt_vocab (§3.4: the paper
     shares all three, with one vocabulary for both languages).
 
-    ``config`` holds the constructor arguments: ``Transformer(**model.config)`` rebuilds it.
+    Every weight matrix starts Xavier-uniform. ``config`` holds the constructor arguments:
+    ``Transformer(**model.config)`` rebuilds the model. For the attention maps, run it inside
+    ``with recording_attention(model):`` and then call ``model.attention_maps()``.
     """
 
     def __init__(
