@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, help=f"default {defaults.batch_size}")
     p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     p.add_argument(
+        "--eval-size",
+        type=int,
+        help=f"length-10 sources per periodic evaluation (default {defaults.eval_size})",
+    )
+    p.add_argument(
         "--target-exact-match", type=float, help="stop once an evaluation reaches this fraction"
     )
     p.add_argument("--resume", action="store_true", help="continue the run saved in --out")
@@ -94,7 +99,7 @@ def run_train(args: argparse.Namespace) -> int:
         task = known_task(args.task)
         overrides = {
             name: getattr(args, name)
-            for name in ("steps", "seed", "batch_size", "device", "target_exact_match")
+            for name in ("steps", "seed", "batch_size", "device", "eval_size", "target_exact_match")
             if getattr(args, name) is not None
         }
         config = TrainConfig(task=task.name, **overrides)
