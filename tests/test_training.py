@@ -14,7 +14,9 @@ from aiayn.training import (
     learning_rate,
     load_checkpoint,
     new_run,
+    save_checkpoint,
     train,
+    train_step,
 )
 
 TINY = dict(d_model=32, nhead=2, num_layers=1, dim_feedforward=64, batch_size=16, eval_size=20)
@@ -123,3 +125,29 @@ def test_evaluate_reports_fractions():
     state = new_run(TrainConfig(**TINY))
     scores = evaluate(state.model, get_task("copy"), n=10, length=3)
     assert 0.0 <= scores["exact_match"] <= scores["token_accuracy"] <= 1.0
+
+
+def test_load_or_train_reuses_resumes_or_retrains(tmp_path):
+    from aiayn.training import load_or_train
+
+    path = tmp_path / "run.pt"
+    config = TrainConfig(steps=6, eval_every=3, **TINY)
+    first = load_or_train(config, path, progress=False)
+    again = load_or_train(config, path, progress=False)  # finished: nothing more to do
+    assert again.step == 6 and again.history == first.history
+    other = load_or_train(TrainConfig(steps=6, eval_every=3, seed=1, **TINY), path, progress=False)
+    assert other.history[0]["loss"] != first.history[0]["loss"]  # another seed: from scratch
+    interrupted = new_run(config)
+    for _ in range(3):
+        interrupted.history.append(train_step(interrupted))
+    interrupted.history[0]["loss"] = -1.0  # a mark that only a resumed run keeps
+    save_checkpoint(interrupted, path)
+    resumed = load_or_train(config, path, progress=False)  # same run, unfinished: resumed
+    assert resumed.history[0]["loss"] == -1.0
+    assert [r["loss"] for r in resumed.history[1:]] == [r["loss"] for r in first.history[1:]]
+
+
+def test_training_stops_once_the_target_is_reached():
+    config = TrainConfig(steps=50, eval_every=2, target_exact_match=0.0, **TINY)
+    state = train(new_run(config), progress=False)
+    assert state.step == 2 and state.finished

@@ -96,6 +96,14 @@ class TrainState:
     def task(self) -> Task:
         return get_task(self.config.task)
 
+    @property
+    def finished(self) -> bool:
+        """All steps done, or the last evaluation reached the target exact match."""
+        target = self.config.target_exact_match
+        evaluated = [r["exact_match"] for r in self.history if "exact_match" in r]
+        reached = target is not None and bool(evaluated) and evaluated[-1] >= target
+        return self.step >= self.config.steps or reached
+
 
 def new_run(config: TrainConfig) -> TrainState:
     """A fresh model, optimizer (Adam with the paper's betas and epsilon) and data stream."""
@@ -182,24 +190,20 @@ def train(
     started = time.perf_counter() - state.seconds
     bar = tqdm(total=config.steps, initial=state.step, disable=not progress, unit="step")
     try:
-        while state.step < config.steps:
+        while not state.finished:
             record = train_step(state)
+            state.history.append(record)
             bar.update(1)
             if state.step % config.eval_every == 0 or state.step == config.steps:
                 record |= evaluate(state.model, state.task, n=config.eval_size, length=10)
-                state.seconds = time.perf_counter() - started
-                record["seconds"] = state.seconds
+                state.seconds = record["seconds"] = time.perf_counter() - started
                 if checkpoint is not None:
                     save_checkpoint(state, checkpoint)
-            state.history.append(record)
             bar.set_postfix(
                 loss=f"{record['loss']:.3f}",
                 acc=f"{record['token_accuracy']:.3f}",
                 lr=f"{record['lr']:.1e}",
             )
-            target = config.target_exact_match
-            if target is not None and record.get("exact_match", 0.0) >= target:
-                break
     except KeyboardInterrupt:
         if checkpoint is not None:
             state.seconds = time.perf_counter() - started
@@ -236,7 +240,7 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
 
 def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
     """Rebuild a run from a checkpoint: to resume training, or to predict with its model."""
-    saved = torch.load(path, map_location="cpu", weights_only=False)
+    saved = torch.load(path, map_location="cpu", weights_only=True)  # tensors and plain data only
     config = TrainConfig(**saved["config"])
     if device is not None:
         config.device = device
@@ -255,3 +259,13 @@ def exact_match_curve(history: list[dict]) -> tuple[list[int], list[float]]:
     """(steps, exact match) at the evaluations of a run's history."""
     points = [(r["step"], r["exact_match"]) for r in history if "exact_match" in r]
     return [s for s, _ in points], [e for _, e in points]
+
+
+def load_or_train(config: TrainConfig, path: str | Path, progress: bool = True) -> TrainState:
+    """The run of ``config`` checkpointed at ``path``: reused if finished, resumed if not,
+    trained from scratch if the file is missing or holds another configuration."""
+    path = Path(path)
+    state = load_checkpoint(path) if path.is_file() else None
+    if state is None or state.config != config:
+        state = new_run(config)
+    return train(state, checkpoint=path, progress=progress)
