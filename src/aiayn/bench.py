@@ -148,9 +148,14 @@ def run(cfg: BenchConfig, steps: int = 30, warmup: int = 5) -> dict[str, tuple[f
 
 
 def cli() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="Without model or batch options both presets run (toy, larger); with any of them,"
+        " one configuration: the options given, the toy preset for the rest.",
+    )
     for field in dataclasses.fields(BenchConfig):
-        parser.add_argument("--" + field.name.replace("_", "-"), type=field.type, default=None)
+        flag = "--" + field.name.replace("_", "-")
+        parser.add_argument(flag, type=field.type, help=f"toy preset: {field.default}")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per model")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps per model")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
