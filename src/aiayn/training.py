@@ -48,20 +48,20 @@ class TrainConfig:
     """Everything a training run depends on; saved in every checkpoint."""
 
     task: str = "reverse-repeats"
-    d_model: int = 128
+    d_model: int = 64
     nhead: int = 4
-    num_layers: int = 2  # in the encoder and in the decoder
-    dim_feedforward: int = 512
+    num_layers: int = 3  # in the encoder and in the decoder
+    dim_feedforward: int = 256
     dropout: float = 0.0
-    batch_size: int = 128
-    steps: int = 3000
-    warmup_steps: int = 400
-    lr_factor: float = 1.0
+    batch_size: int = 256
+    steps: int = 8000
+    warmup_steps: int = 300
+    lr_factor: float = 2.0
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
     eval_every: int = 250
     eval_size: int = 1000
-    target_exact_match: float | None = None  # stop early once reached at an evaluation
+    target_exact_match: float | None = 0.999  # stop early once reached at an evaluation
     seed: int = 0
     device: str = field(default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu")
 
