@@ -1,0 +1,89 @@
+"""aiayn.plots: the pictures have the right size and labels, and bad input fails clearly."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from aiayn import sinusoidal_encoding  # noqa: E402
+from aiayn.plots import plot_attention, plot_attention_grid, plot_positional_encoding  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def labels(ax, axis):
+    ticks = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
+    return [t.get_text() for t in ticks]
+
+
+def test_attention_rows_are_queries_columns_are_keys():
+    weights = torch.rand(3, 5).softmax(dim=-1)
+    ax = plot_attention(weights, ["a", "b", "c"], ["1", "2", "3", "4", "5"], title="t")
+    assert ax.images[0].get_array().shape == (3, 5)
+    assert labels(ax, "y") == ["a", "b", "c"]
+    assert labels(ax, "x") == ["1", "2", "3", "4", "5"]
+    assert ax.get_xlabel() == "key" and ax.get_ylabel() == "query" and ax.get_title() == "t"
+    assert ax.images[0].get_clim() == (0.0, 1.0)
+    assert len(ax.figure.axes) == 2  # the map and its colorbar
+
+
+def test_attention_draws_on_given_axes_without_colorbar():
+    fig, ax = plt.subplots()
+    returned = plot_attention(torch.eye(2), ["x", "y"], ["x", "y"], ax=ax, colorbar=False)
+    assert returned is ax and len(fig.axes) == 1
+
+
+@pytest.mark.parametrize(
+    "queries, keys, message",
+    [
+        (["a", "b"], ["1", "2", "3", "4", "5"], "2 query labels"),
+        (["a", "b", "c"], ["1", "2"], "2 key labels"),
+    ],
+)
+def test_attention_label_count_mismatch(queries, keys, message):
+    with pytest.raises(ValueError, match=message):
+        plot_attention(torch.rand(3, 5), queries, keys)
+
+
+def test_attention_needs_a_matrix():
+    with pytest.raises(ValueError, match=r"must be \(queries, keys\)"):
+        plot_attention(torch.rand(2, 3, 5), ["a"] * 3, ["b"] * 5)
+
+
+def test_grid_has_a_map_per_layer_and_head():
+    maps = [torch.rand(4, 3, 6).softmax(dim=-1) for _ in range(2)]  # 2 layers, 4 heads
+    fig = plot_attention_grid(maps, list("abc"), list("uvwxyz"), title="cross")
+    images = [ax for ax in fig.axes if ax.images and ax.get_label() != "<colorbar>"]
+    assert len(images) == 8
+    assert len(fig.axes) == 9  # 8 maps and one shared colorbar
+    for ax in images:
+        assert ax.images[0].get_array().shape == (3, 6)
+        assert labels(ax, "y") == list("abc") and labels(ax, "x") == list("uvwxyz")
+    assert images[5].get_title() == "layer 2, head 2"
+    assert fig.get_suptitle() == "cross"
+
+
+def test_grid_rejects_bad_shapes_and_labels():
+    with pytest.raises(ValueError, match="one \\(heads, queries, keys\\) tensor per layer"):
+        plot_attention_grid([torch.rand(3, 6)], list("abc"), list("uvwxyz"))
+    with pytest.raises(ValueError, match="layers differ"):
+        plot_attention_grid([torch.rand(2, 3, 6), torch.rand(2, 3, 5)], list("abc"), list("uvwxy"))
+    with pytest.raises(ValueError, match="3 key labels"):
+        plot_attention_grid([torch.rand(2, 3, 6)], list("abc"), list("uvw"))
+
+
+def test_positional_encoding_heatmap():
+    pe = sinusoidal_encoding(20, 16)
+    ax = plot_positional_encoding(pe)
+    assert ax.images[0].get_array().shape == (20, 16)
+    assert ax.get_xlabel() == "dimension i" and ax.get_ylabel() == "position pos"
+    assert ax.images[0].get_clim() == (-1.0, 1.0)
+    with pytest.raises(ValueError, match="positions, d_model"):
+        plot_positional_encoding(pe[0])
