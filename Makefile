@@ -34,9 +34,10 @@ $(SETUP): requirements.txt pyproject.toml
 	touch $@
 
 # jupyter-cache keys on cell text only: any change under src/ (or to the installed packages)
-# empties the cache, so every chapter is executed again against the new code.
+# empties the cache and Sphinx's saved doctrees, so every chapter is read and executed again
+# against the new code instead of keeping outputs of the old one.
 $(BUILD)/.src-stamp: $(SRC) $(SETUP)
-	rm -rf $(CACHE)
+	rm -rf $(CACHE) $(BUILD)/.doctrees
 	mkdir -p $(BUILD)
 	touch $@
 
