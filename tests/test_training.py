@@ -151,3 +151,20 @@ def test_training_stops_once_the_target_is_reached():
     config = TrainConfig(steps=50, eval_every=2, target_exact_match=0.0, **TINY)
     state = train(new_run(config), progress=False)
     assert state.step == 2 and state.finished
+
+
+def test_snapshots_are_capped_and_averaged():
+    config = TrainConfig(steps=12, eval_every=12, snapshot_every=2, average_last=3, **TINY)
+    state = train(new_run(config), progress=False)
+    assert len(state.snapshots) == 3  # snapshots at steps 8, 10 and 12
+    averaged = state.averaged_model()
+    name = "encoder.layers.0.feed_forward.linear1.weight"
+    expected = sum(s[name] for s in state.snapshots) / 3
+    torch.testing.assert_close(averaged.state_dict()[name], expected)
+    assert torch.equal(state.model.state_dict()[name], state.snapshots[-1][name])  # untouched
+    assert averaged is not state.model
+
+
+def test_no_snapshot_means_the_model_itself():
+    state = new_run(TrainConfig(**TINY))
+    assert state.averaged_model() is state.model

@@ -127,7 +127,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     task = state.task
     if not 1 <= args.length <= task.max_len:
         raise UsageError(f"--length {args.length} is outside 1..{task.max_len} for {task.name}")
-    scores = evaluate(state.model, task, n=args.n, length=args.length, seed=args.seed)
+    model = state.averaged_model()
+    scores = evaluate(model, task, n=args.n, length=args.length, seed=args.seed)
     print(f"task:           {task.name}")
     print(f"sources:        {args.n} of length {args.length}")
     print(f"exact match:    {scores['exact_match']:.4f}")
@@ -149,7 +150,7 @@ def run_predict(args: argparse.Namespace) -> int:
                 f"{sequence!r} has {length} tokens; {task.name} was trained on at most "
                 f"{task.max_len}"
             )
-    for prediction in predict(state.model, task, sequences):
+    for prediction in predict(state.averaged_model(), task, sequences):
         print(prediction)
     return 0
 

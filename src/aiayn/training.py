@@ -1,5 +1,6 @@
 """Training (§5): the learning-rate schedule, label smoothing, the loop, evaluation, checkpoints."""
 
+import copy
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -62,6 +63,8 @@ class TrainConfig:
     eval_every: int = 250
     eval_size: int = 1000
     target_exact_match: float | None = 0.999  # stop early once reached at an evaluation
+    average_last: int = 5  # evaluate and predict with the mean of the last weight snapshots
+    snapshot_every: int = 50  # steps between two snapshots
     seed: int = 0
     device: str = field(default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu")
 
@@ -91,6 +94,7 @@ class TrainState:
     step: int = 0
     history: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    snapshots: list[dict[str, Tensor]] = field(default_factory=list)  # the last weights kept
 
     @property
     def task(self) -> Task:
@@ -103,6 +107,22 @@ class TrainState:
         evaluated = [r["exact_match"] for r in self.history if "exact_match" in r]
         reached = target is not None and bool(evaluated) and evaluated[-1] >= target
         return self.step >= self.config.steps or reached
+
+    def take_snapshot(self) -> None:
+        """Keep a copy of the current weights; only the last ``average_last`` are kept."""
+        weights = {name: w.detach().clone() for name, w in self.model.state_dict().items()}
+        self.snapshots = [*self.snapshots, weights][-self.config.average_last :]
+
+    def averaged_model(self) -> Transformer:
+        """A copy of the model whose weights are the mean of the snapshots (§6.1's averaging
+        of the last checkpoints): the model to evaluate and predict with."""
+        if not self.snapshots:
+            return self.model
+        averaged = copy.deepcopy(self.model)
+        names = self.snapshots[0].keys()
+        mean = {name: torch.stack([s[name] for s in self.snapshots]).mean(0) for name in names}
+        averaged.load_state_dict(mean)
+        return averaged
 
 
 def new_run(config: TrainConfig) -> TrainState:
@@ -194,8 +214,11 @@ def train(
             record = train_step(state)
             state.history.append(record)
             bar.update(1)
+            if state.step % config.snapshot_every == 0:
+                state.take_snapshot()
             if state.step % config.eval_every == 0 or state.step == config.steps:
-                record |= evaluate(state.model, state.task, n=config.eval_size, length=10)
+                averaged = state.averaged_model()
+                record |= evaluate(averaged, state.task, n=config.eval_size, length=10)
                 state.seconds = record["seconds"] = time.perf_counter() - started
                 if checkpoint is not None:
                     save_checkpoint(state, checkpoint)
@@ -230,6 +253,7 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
             "step": state.step,
             "history": state.history,
             "seconds": state.seconds,
+            "snapshots": state.snapshots,
             "torch_rng": torch.get_rng_state(),
             "data_rng": state.data_rng.get_state(),
         },
@@ -250,6 +274,7 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
     state.model.load_state_dict(saved["model"])
     state.optimizer.load_state_dict(saved["optimizer"])
     state.step, state.history, state.seconds = saved["step"], saved["history"], saved["seconds"]
+    state.snapshots = saved["snapshots"]
     torch.set_rng_state(saved["torch_rng"])
     state.data_rng.set_state(saved["data_rng"])
     return state
