@@ -57,13 +57,13 @@ class TrainConfig:
     batch_size: int = 256
     steps: int = 8000
     warmup_steps: int = 300
-    lr_factor: float = 2.0
+    lr_factor: float = 1.0
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
     eval_every: int = 250
     eval_size: int = 1000
     target_exact_match: float | None = 0.999  # stop early once reached at an evaluation
-    average_last: int = 5  # evaluate and predict with the mean of the last weight snapshots
+    average_last: int = 10  # evaluate and predict with the mean of the last weight snapshots
     snapshot_every: int = 50  # steps between two snapshots
     seed: int = 0
     device: str = field(default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu")
