@@ -280,12 +280,6 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
     return state
 
 
-def exact_match_curve(history: list[dict]) -> tuple[list[int], list[float]]:
-    """(steps, exact match) at the evaluations of a run's history."""
-    points = [(r["step"], r["exact_match"]) for r in history if "exact_match" in r]
-    return [s for s, _ in points], [e for _, e in points]
-
-
 def load_or_train(config: TrainConfig, path: str | Path, progress: bool = True) -> TrainState:
     """The run of ``config`` checkpointed at ``path``: reused if finished, resumed if not,
     trained from scratch if the file is missing or holds another configuration."""
