@@ -13,6 +13,7 @@ JB       := $(VENV)/bin/jupyter-book
 BUILD    := _build
 NBVAL    := $(BUILD)/nbval
 CACHE    := $(BUILD)/.jupyter_cache
+RUNS     := $(BUILD)/runs
 SETUP    := $(VENV)/.installed
 SRC      := $(shell find src -type f -name '*.py' 2>/dev/null) $(wildcard src/aiayn)
 CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
@@ -34,10 +35,10 @@ $(SETUP): requirements.txt pyproject.toml
 	touch $@
 
 # jupyter-cache keys on cell text only: any change under src/ (or to the installed packages)
-# empties the cache and Sphinx's saved doctrees, so every chapter is read and executed again
-# against the new code instead of keeping outputs of the old one.
+# empties the cache, Sphinx's saved doctrees and the models the final chapters trained, so every
+# chapter is read, executed and trained again against the new code, not kept from the old one.
 $(BUILD)/.src-stamp: $(SRC) $(SETUP)
-	rm -rf $(CACHE) $(BUILD)/.doctrees
+	rm -rf $(CACHE) $(BUILD)/.doctrees $(RUNS)
 	mkdir -p $(BUILD)
 	touch $@
 
@@ -57,7 +58,7 @@ unit: $(SETUP)
 	$(PY) -m pytest tests
 
 # Every chapter, converted to a git-ignored .ipynb, executed cell by cell by nbval.
-notebooks: $(SETUP)
+notebooks: $(SETUP) $(BUILD)/.src-stamp
 	rm -rf $(NBVAL) && mkdir -p $(NBVAL)
 	for chapter in $(CHAPTERS); do \
 	  $(VENV)/bin/jupytext --quiet --to ipynb --output $(NBVAL)/$$(basename $${chapter%.md}).ipynb $$chapter; \

@@ -1,0 +1,122 @@
+"""Time to accuracy: how long the default training takes to reach 99% and 99.9% exact match.
+
+    python -m aiayn.time_to_accuracy                       # reverse-repeats, seeds 0, 1, 2
+    python -m aiayn.time_to_accuracy --task copy --seeds 0
+
+Each seed trains ``TrainConfig``'s defaults (with that seed) and, every ``--every`` steps,
+greedy-decodes the same 10,000 fresh length-10 sources with the model that training evaluates
+(the mean of the last weight snapshots). Only training is timed, not these evaluations. For each
+target the report gives the first evaluation that reached it, per seed and as the median over
+the seeds, and the sequences seen by then against the seed tutorial's 100,000 steps of 32.
+"""
+
+import argparse
+import dataclasses
+import math
+import os
+import statistics
+import time
+
+import torch
+
+from aiayn.tasks import TASKS
+from aiayn.training import TrainConfig, evaluate, new_run, train_step
+
+TARGETS = (0.99, 0.999)
+TUTORIAL_SEQUENCES = 100_000 * 32  # the seed tutorial: 100,000 steps at batch 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Reached:
+    """The first evaluation at or above a target exact match (inf: never, within the steps)."""
+
+    step: float
+    seconds: float
+    exact_match: float
+
+
+NOT_REACHED = Reached(math.inf, math.inf, math.nan)
+
+
+def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
+    """Train ``config``, evaluating on n length-10 sources every ``every`` steps, until the last
+    target is reached or ``config.steps`` are done: (step, training seconds, exact match)."""
+    state = new_run(config)
+    curve, seconds = [], 0.0
+    while state.step < config.steps and (not curve or curve[-1].exact_match < TARGETS[-1]):
+        started = time.perf_counter()
+        train_step(state)
+        if state.step % config.snapshot_every == 0:
+            state.take_snapshot()
+        seconds += time.perf_counter() - started
+        if state.step % every == 0:
+            result = evaluate(state.averaged_model(), state.task, n=n, length=10)
+            curve.append(Reached(state.step, seconds, result["exact_match"]))
+    return curve
+
+
+def first_reached(curve: list[Reached], target: float) -> Reached:
+    return next((point for point in curve if point.exact_match >= target), NOT_REACHED)
+
+
+def median_reached(per_seed: list[Reached]) -> Reached:
+    """The median step and the median seconds over seeds (a seed that never got there: inf)."""
+    return Reached(
+        statistics.median(r.step for r in per_seed),
+        statistics.median(r.seconds for r in per_seed),
+        statistics.median(r.exact_match for r in per_seed),
+    )
+
+
+def report(curves: dict[int, list[Reached]], batch_size: int) -> str:
+    lines = []
+    for target in TARGETS:
+        per_seed = [first_reached(curve, target) for curve in curves.values()]
+        lines.append(f"exact match >= {target:.1%} on the evaluation sources:")
+        for seed, reached in zip(curves, per_seed, strict=True):
+            lines.append(f"  seed {seed}: {describe(reached)}")
+        median = median_reached(per_seed)
+        lines.append(f"  median: {describe(median)}")
+        if math.isfinite(median.step):
+            seen = median.step * batch_size
+            lines.append(
+                f"  sequences seen: {seen:,.0f}, {TUTORIAL_SEQUENCES / seen:.1f}x fewer than the "
+                f"tutorial's {TUTORIAL_SEQUENCES:,}"
+            )
+    return "\n".join(lines)
+
+
+def describe(reached: Reached) -> str:
+    if not math.isfinite(reached.step):
+        return "not reached"
+    return f"step {reached.step:.0f}, {reached.seconds:.1f} s of training"
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m aiayn.time_to_accuracy", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--task", default=TrainConfig.task, choices=list(TASKS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--every", type=int, default=250, help="steps between evaluations")
+    parser.add_argument("--n", type=int, default=10_000, help="length-10 evaluation sources")
+    parser.add_argument("--steps", type=int, default=TrainConfig.steps, help="at most")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    curves = {}
+    for seed in args.seeds:
+        config = TrainConfig(task=args.task, seed=seed, steps=args.steps)
+        curves[seed] = learning_curve(config, args.every, args.n)
+        last = curves[seed][-1]
+        print(
+            f"seed {seed}: stopped at step {last.step}, exact match {last.exact_match:.4f}, "
+            f"{last.seconds:.1f} s of training",
+            flush=True,
+        )
+    print(f"{args.task}, {torch.get_num_threads()} threads, defaults of TrainConfig")
+    print(report(curves, TrainConfig.batch_size))
+
+
+if __name__ == "__main__":
+    cli()

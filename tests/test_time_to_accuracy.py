@@ -1,0 +1,40 @@
+import math
+
+from aiayn.time_to_accuracy import (
+    NOT_REACHED,
+    Reached,
+    first_reached,
+    learning_curve,
+    median_reached,
+    report,
+)
+from aiayn.training import TrainConfig
+
+TINY = TrainConfig(task="copy", d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
+                   batch_size=16, steps=20, snapshot_every=5, device="cpu")  # fmt: skip
+
+
+def test_learning_curve_evaluates_every_few_steps_and_times_training():
+    curve = learning_curve(TINY, every=10, n=20)
+    assert [point.step for point in curve] == [10, 20]
+    assert 0 < curve[0].seconds < curve[1].seconds
+    assert all(0 <= point.exact_match <= 1 for point in curve)
+
+
+def test_first_reached_and_the_median_over_seeds():
+    curve = [Reached(250, 10.0, 0.95), Reached(500, 20.0, 0.992), Reached(750, 30.0, 0.9995)]
+    assert first_reached(curve, 0.99) == curve[1]
+    assert first_reached(curve, 0.999) == curve[2]
+    assert first_reached(curve[:2], 0.999) == NOT_REACHED
+    median = median_reached([curve[1], curve[2], NOT_REACHED])
+    assert (median.step, median.seconds) == (750, 30.0)  # one seed never got there
+    assert math.isinf(median_reached([curve[1], NOT_REACHED, NOT_REACHED]).step)
+
+
+def test_report_gives_each_seed_the_median_and_the_ratio_to_the_tutorial():
+    curves = {0: [Reached(500, 20.0, 0.992)], 1: [Reached(500, 22.0, 0.9991)]}
+    text = report(curves, batch_size=64)
+    assert "seed 0: step 500, 20.0 s" in text
+    assert "seed 0: not reached" in text  # 99.9%
+    assert "median: step 500, 21.0 s" in text
+    assert f"sequences seen: 32,000, {3_200_000 / 32_000:.1f}x fewer" in text
