@@ -92,7 +92,7 @@ def describe(reached: Reached) -> str:
     return f"step {reached.step:.0f}, {reached.seconds:.1f} s of training"
 
 
-def cli() -> None:
+def benchmark_cli() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m aiayn.time_to_accuracy", description=__doc__.split("\n\n")[0]
     )
@@ -119,4 +119,4 @@ def cli() -> None:
 
 
 if __name__ == "__main__":
-    cli()
+    benchmark_cli()
