@@ -109,9 +109,12 @@ def benchmark_cli() -> None:
         config = TrainConfig(task=args.task, seed=seed, steps=args.steps)
         curves[seed] = learning_curve(config, args.every, args.n)
         last = curves[seed][-1]
+        reached = ", ".join(
+            f"{target:.1%}: {describe(first_reached(curves[seed], target))}" for target in TARGETS
+        )
         print(
-            f"seed {seed}: stopped at step {last.step}, exact match {last.exact_match:.4f}, "
-            f"{last.seconds:.1f} s of training",
+            f"seed {seed}: stopped at step {last.step} with exact match {last.exact_match:.4f} "
+            f"({reached})",
             flush=True,
         )
     print(f"{args.task}, {torch.get_num_threads()} threads, defaults of TrainConfig")
