@@ -89,6 +89,9 @@ def test_ctrl_c_saves_a_checkpoint_that_resumes(tmp_path):
          "--steps", "100000", "--batch-size", "8", "--eval-size", "20",
          "--target-exact-match", "1.1"],  # never reached: only Ctrl-C ends this run
         stderr=subprocess.PIPE, text=True,
+        # a shell starts background jobs with SIGINT ignored, and Python keeps it ignored:
+        # give the run the default handling, as in a terminal, wherever the tests are started
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     seen = ""
     while not re.search(r"\| *[1-9]\d*/100000", seen):  # the progress bar shows a finished step
