@@ -18,11 +18,12 @@ SETUP    := $(VENV)/.installed
 SRC      := $(shell find src -type f -name '*.py' 2>/dev/null) $(wildcard src/aiayn)
 CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: help book test lint unit notebooks strict-book browser chromium clean
+.PHONY: help book models test lint unit notebooks strict-book browser chromium clean
 
 help:
 	@echo "make book   build the HTML book into $(BUILD)/html"
 	@echo "make test   run every check: lint, unit tests, notebooks, strict build, browser"
+	@echo "make models train the models the final chapters load (into $(RUNS))"
 	@echo "make clean  remove $(BUILD) (keeps $(VENV))"
 
 # --- setup -------------------------------------------------------------------------------------
@@ -42,8 +43,15 @@ $(BUILD)/.src-stamp: $(SRC) $(SETUP)
 	mkdir -p $(BUILD)
 	touch $@
 
+# --- the trained models -------------------------------------------------------------------------
+# The final chapters load trained models; they are made here, once, before any chapter runs, so
+# that no executed chapter trains (or depends on the machine's speed, or on the order in which
+# the chapters run). A finished model is reused: only a change under src/ retrains.
+models: $(SETUP) $(BUILD)/.src-stamp
+	$(PY) -m aiayn.book_models --runs $(RUNS)
+
 # --- the book ----------------------------------------------------------------------------------
-book: $(SETUP) $(BUILD)/.src-stamp
+book: $(SETUP) $(BUILD)/.src-stamp models
 	$(JB) build .
 	@echo "Open $(BUILD)/html/index.html"
 
@@ -58,7 +66,7 @@ unit: $(SETUP)
 	$(PY) -m pytest tests
 
 # Every chapter, converted to a git-ignored .ipynb, executed cell by cell by nbval.
-notebooks: $(SETUP) $(BUILD)/.src-stamp
+notebooks: $(SETUP) $(BUILD)/.src-stamp models
 	rm -rf $(NBVAL) && mkdir -p $(NBVAL)
 	for chapter in $(CHAPTERS); do \
 	  $(VENV)/bin/jupytext --quiet --to ipynb --output $(NBVAL)/$$(basename $${chapter%.md}).ipynb $$chapter; \
@@ -68,7 +76,7 @@ notebooks: $(SETUP) $(BUILD)/.src-stamp
 
 # Warnings are errors (-W), every reference must resolve (-n), failing cells raise;
 # --all rebuilds every page so that no warning hides behind an earlier build.
-strict-book: $(SETUP) $(BUILD)/.src-stamp
+strict-book: $(SETUP) $(BUILD)/.src-stamp models
 	$(JB) build . --all -W -n --keep-going
 
 browser: $(SETUP) chromium

@@ -1,0 +1,53 @@
+"""The trained models of the book's final chapters, made once before any chapter runs.
+
+    python -m aiayn.book_models            # trains what is missing in _build/runs
+
+`make models` runs this before the chapters are executed (by nbval or by the book build), so
+that no chapter trains, whatever the order in which the chapters run and however slow the
+machine. A chapter gets its model with ``book_model(name)``, which loads the finished run, and
+trains it only when the file is missing: a reader who opens one chapter in JupyterLab.
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from aiayn.training import TrainConfig, TrainState, load_or_train
+
+# The repository's _build/runs (aiayn is installed from src/ in editable mode).
+RUNS = Path(__file__).resolve().parents[2] / "_build" / "runs"
+
+BOOK_MODELS = {
+    # the hardest toy task with the command line's defaults ("Training the toy tasks")
+    "reverse-repeats": TrainConfig(),
+    # moving digits by position needs one layer a side; short runs, evaluated more often
+    "copy": TrainConfig(task="copy", num_layers=1, eval_every=100),
+    "reverse": TrainConfig(task="reverse", num_layers=1, eval_every=100),
+}
+
+
+def book_model(name: str, runs: Path = RUNS, progress: bool = False) -> TrainState:
+    """The finished run ``name`` of BOOK_MODELS: loaded from ``runs``, trained if missing."""
+    return load_or_train(BOOK_MODELS[name], runs / f"{name}.pt", progress=progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m aiayn.book_models", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--runs", type=Path, default=RUNS, help=f"default {RUNS}")
+    args = parser.parse_args(argv)
+    for name in BOOK_MODELS:
+        started = time.perf_counter()
+        state = book_model(name, args.runs, progress=sys.stderr.isatty())
+        print(
+            f"{name}: {state.step} steps ({state.seconds:.0f} s of training), "
+            f"ready in {time.perf_counter() - started:.0f} s: {args.runs / name}.pt",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
