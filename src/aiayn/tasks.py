@@ -125,16 +125,18 @@ def held_out_split(source: str) -> str:
 def held_out_sources(task: Task, split: str, n: int, length: int = 10) -> list[str]:
     """n random sources of one length from the "validation" or the "test" split.
 
-    Every possible source belongs to exactly one split (``held_out_split``), so the two never
-    share a sequence, at any length. Each split draws from its own seeded generator and keeps
-    the sources of its half; a smaller n gives a prefix of a larger one.
+    Every possible source belongs to exactly one split (``held_out_split``), so the two
+    never share a sequence, at any length. Each split draws from its own seeded
+    generator and keeps the sources of its half; a smaller n gives a prefix of a
+    larger one.
     """
     if split not in HELD_OUT_SEEDS:
-        raise ValueError(f"unknown split {split!r}: choose one of {', '.join(HELD_OUT_SEEDS)}")
+        choices = ", ".join(HELD_OUT_SEEDS)
+        raise ValueError(f"unknown split {split!r}: choose one of {choices}")
     generator = torch.Generator().manual_seed(HELD_OUT_SEEDS[split])
     sources: list[str] = []
     while len(sources) < n:
-        drawn = task.sample(1024, generator, length=length)  # rejection sampling, in chunks
+        drawn = task.sample(1024, generator, length=length)  # rejection sampling
         sources += [source for source in drawn if held_out_split(source) == split]
     return sources[:n]
 
