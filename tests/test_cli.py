@@ -1,110 +1,330 @@
-"""The command line: train -> evaluate -> predict on a tiny run, resume, Ctrl-C, bad input."""
+"""The command line: train -> evaluate -> predict, resume, interruption, locking, bad input.
 
+Most tests call ``main`` in this process (fast); the ones about signals, concurrent runs
+and what a real process prints run ``python -m aiayn`` as a subprocess.
+"""
+
+import contextlib
+import fcntl
+import io
+import os
+import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 import torch
 
+from aiayn.__main__ import main
 from aiayn.training import load_checkpoint
 
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}  # two processes may share two cores
+TINY_RUN = ["train", "--task", "copy", "--batch-size", "8", "--eval-size", "20"]
 
-def aiayn(*args, stdin=None):
-    return subprocess.run(
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_main(*args, stdin: bytes = b"") -> Result:
+    """``python -m aiayn ARGS`` in this process: exit status, stdout, stderr."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    real_stdin = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                status = main([str(a) for a in args])
+            except SystemExit as exit_:  # argparse: --help, and its own errors
+                status = exit_.code
+    finally:
+        sys.stdin = real_stdin
+    return Result(status, stdout.getvalue(), stderr.getvalue())
+
+
+def aiayn(*args, stdin: bytes = b"", env=None) -> Result:
+    """``python -m aiayn ARGS`` in a fresh process."""
+    done = subprocess.run(
         [sys.executable, "-m", "aiayn", *map(str, args)],
-        input=stdin, capture_output=True, text=True, timeout=300,
+        input=stdin, capture_output=True, timeout=300, env=env or ONE_THREAD,
     )
+    return Result(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def start(*args) -> subprocess.Popen:
+    """Start ``python -m aiayn ARGS``, with SIGINT handled as in a terminal."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "aiayn", *map(str, args)],
+        stderr=subprocess.PIPE, text=True, env=ONE_THREAD,
+        # a shell starts background jobs with SIGINT ignored, and Python keeps it ignored:
+        # give the run the default handling, as in a terminal, wherever the tests are started
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def wait_for_step(process: subprocess.Popen, step: int) -> str:
+    """Read the progress bar on stderr until it shows ``step`` finished (or the end)."""
+    seen = ""
+    while character := process.stderr.read(1):
+        seen += character
+        done = re.findall(r"\| *(\d+)/\d+ \[", seen[-200:])
+        if done and int(done[-1]) >= step:
+            break
+    return seen
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     path = tmp_path_factory.mktemp("runs") / "copy.pt"
-    result = aiayn("train", "--task", "copy", "--out", path, "--steps", 20, "--batch-size", 16,
-                   "--eval-size", 20, "--quiet")
+    result = run_main(*TINY_RUN, "--out", path, "--steps", 20, "--quiet")
     assert result.returncode == 0, result.stderr
-    assert re.search(r"copy: 20 steps in [\d.]+ s, exact match [\d.]+ on 20 ", result.stdout)
+    assert re.search(
+        r"copy: 20 steps in [\d.]+ s, validation exact match [\d.]+ on 20 ", result.stdout
+    )
     return path
 
 
 def test_help_describes_every_command():
-    result = aiayn("--help")
+    result = run_main("--help")
     assert result.returncode == 0
     for command in ("train", "evaluate", "predict"):
         assert command in result.stdout
-    assert "--resume" in aiayn("train", "--help").stdout
+    train_help = run_main("train", "--help").stdout
+    assert "--resume" in train_help and "--force" in train_help
 
 
 def test_evaluate_prints_exact_match_and_token_accuracy(checkpoint):
-    result = aiayn("evaluate", "--checkpoint", checkpoint, "--n", 50, "--length", 4)
+    result = run_main("evaluate", "--checkpoint", checkpoint, "--n", 50, "--length", 4)
     assert result.returncode == 0, result.stderr
     assert re.search(r"exact match:\s+[01]\.\d{4}", result.stdout)
     assert re.search(r"token accuracy:\s+[01]\.\d{4}", result.stdout)
-    assert "50 of length 4" in result.stdout
+    assert "50 of length 4, test split" in result.stdout
+    validation = run_main("evaluate", "--checkpoint", checkpoint, "--split", "validation",
+                          "--n", 30)
+    assert "30 of length 10, validation split" in validation.stdout
 
 
 def test_predict_from_arguments_and_from_standard_input(checkpoint):
-    from_args = aiayn("predict", "--checkpoint", checkpoint, "1 2 3", "4 5")
+    from_args = run_main("predict", "--checkpoint", checkpoint, "1 2 3", "4 5")
     assert from_args.returncode == 0, from_args.stderr
     assert len(from_args.stdout.splitlines()) == 2
-    from_stdin = aiayn("predict", "--checkpoint", checkpoint, stdin="1 2 3\n\n4 5\n")
+    from_stdin = run_main("predict", "--checkpoint", checkpoint, stdin=b"1 2 3\n\n4 5\n")
     assert from_stdin.stdout == from_args.stdout  # blank lines are skipped
 
 
 def test_resume_continues_to_more_steps(checkpoint, tmp_path):
     path = tmp_path / "resumed.pt"
-    path.write_bytes(checkpoint.read_bytes())
-    result = aiayn("train", "--out", path, "--resume", "--steps", 25, "--quiet")
+    shutil.copy(checkpoint, path)
+    result = run_main(*TINY_RUN, "--out", path, "--resume", "--steps", 25, "--quiet")
     assert result.returncode == 0, result.stderr
     assert "resuming" in result.stderr and "at step 20" in result.stderr
     assert load_checkpoint(path).step == 25
 
 
+def test_saving_leaves_other_files_alone(tmp_path):
+    unrelated = tmp_path / "run.tmp"  # what the old save used as its temporary file
+    unrelated.write_text("someone else's")
+    out = tmp_path / "run.pt"
+    result = run_main(*TINY_RUN, "--out", out, "--steps", 2, "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert unrelated.read_text() == "someone else's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt", "run.tmp"]
+
+
+# --- bad input: one line on stderr, exit status 2, nothing written ---------------------
+
+
+def existing_run(tmp_path, checkpoint):
+    shutil.copy(checkpoint, tmp_path / "run.pt")
+
+
+def plain_file(tmp_path, checkpoint):
+    (tmp_path / "plain").write_text("not a directory")
+
+
+def read_only_directory(tmp_path, checkpoint):
+    (tmp_path / "read-only").mkdir(mode=0o500)
+
+
+def run_in_progress(tmp_path, checkpoint):
+    """Hold the lock of run.pt as a run of another process would (returned: kept open)."""
+    lock = open(tmp_path / "run.pt.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    lock.write("pid 4242: python -m aiayn train --out run.pt\n")
+    lock.flush()
+    return lock
+
+
+def corrupt_checkpoints(tmp_path, checkpoint):
+    """run.pt, and run.pt broken in three ways."""
+    existing_run(tmp_path, checkpoint)
+    (tmp_path / "truncated.pt").write_bytes(checkpoint.read_bytes()[:1000])
+    saved = torch.load(checkpoint, weights_only=True)
+    weights = saved["model"]
+    saved["snapshots"] = [{name: w[..., :1] for name, w in weights.items()}]  # wrong shapes
+    torch.save(saved, tmp_path / "bad-snapshot.pt")
+    saved["snapshots"] = [{"not.a.weight": torch.zeros(1)}]
+    torch.save(saved, tmp_path / "foreign-snapshot.pt")
+
+
+def no_setup(tmp_path, checkpoint):
+    pass
+
+
+def case(args, setup, message, skip_if=False, reason=""):
+    """One row of the table; ``{tmp}`` in args and message is the test's directory."""
+    marks = pytest.mark.skipif(skip_if, reason=reason) if skip_if else ()
+    return pytest.param(args, setup, message, marks=marks, id=message)
+
+
+CUDA, MPS = torch.cuda.is_available(), torch.backends.mps.is_available()
+TRAIN = [*TINY_RUN, "--out"]
+BAD_INPUT = [
+    # train: option values
+    case([*TRAIN, "{tmp}/x.pt", "--task", "sort"], no_setup, "unknown task 'sort'"),
+    case([*TRAIN, "{tmp}/x.pt", "--eval-size", "0"], no_setup, "--eval-size: '0' is not a"),
+    case([*TRAIN, "{tmp}/x.pt", "--steps", "0"], no_setup, "--steps: '0' is not a positive"),
+    case([*TRAIN, "{tmp}/x.pt", "--steps", "-5"], no_setup, "--steps: '-5' is not a"),
+    case([*TRAIN, "{tmp}/x.pt", "--batch-size", "0"], no_setup, "--batch-size: '0' is not"),
+    case([*TRAIN, "{tmp}/x.pt", "--device", "cuda"], no_setup,
+         "--device cuda is not available", skip_if=CUDA, reason="this machine has CUDA"),
+    case([*TRAIN, "{tmp}/x.pt", "--device", "cuda:9"], no_setup,
+         "--device cuda:9 is not available"),
+    case([*TRAIN, "{tmp}/x.pt", "--device", "mps"], no_setup,
+         "--device mps is not available", skip_if=MPS, reason="this machine has MPS"),
+    case([*TRAIN, "{tmp}/x.pt", "--device", "tpu"], no_setup, "--device 'tpu' is not cpu"),
+    case([*TRAIN, "{tmp}/x.pt", "--device", "garbage"], no_setup, "--device 'garbage' is"),
+    # train: the output file
+    case([*TRAIN, "{tmp}"], no_setup, "--out {tmp} is a directory"),
+    case([*TRAIN, "{tmp}/plain/x.pt"], plain_file, "lies under {tmp}/plain, which is a file"),
+    case([*TRAIN, "{tmp}/read-only/x.pt"], read_only_directory, "read-only is not writable",
+         skip_if=os.geteuid() == 0, reason="root may write anywhere"),
+    case([*TRAIN, "{tmp}/run.pt"], existing_run, "run.pt already exists: add --resume"),
+    case([*TRAIN, "{tmp}/run.pt"], run_in_progress,
+         "run.pt is being written by another run (pid 4242: python -m aiayn train"),
+    # train --resume: a checkpoint that agrees with the options
+    case([*TRAIN, "{tmp}/run.pt", "--resume"], no_setup,
+         "--resume: there is no checkpoint {tmp}/run.pt to continue"),
+    case([*TRAIN, "{tmp}/run.pt", "--resume", "--force"], existing_run, "not allowed with"),
+    case([*TRAIN, "{tmp}/run.pt", "--resume", "--task", "reverse"], existing_run,
+         "--task reverse conflicts with copy in {tmp}/run.pt"),
+    case([*TRAIN, "{tmp}/run.pt", "--resume", "--seed", "7"], existing_run,
+         "--seed 7 conflicts with 0"),
+    case([*TRAIN, "{tmp}/run.pt", "--resume", "--batch-size", "4"], existing_run,
+         "--batch-size 4 conflicts with 8"),
+    case([*TRAIN, "{tmp}/run.pt", "--resume", "--eval-size", "5"], existing_run,
+         "--eval-size 5 conflicts with 20"),
+    case([*TRAIN, "{tmp}/run.pt", "--resume", "--steps", "10"], existing_run,
+         "--steps 10: {tmp}/run.pt has done 20 already"),
+    case([*TRAIN, "{tmp}/bad-snapshot.pt", "--resume"], corrupt_checkpoints,
+         "bad-snapshot.pt is not a readable aiayn checkpoint"),
+    # evaluate
+    case(["evaluate", "--checkpoint", "{tmp}/missing.pt"], no_setup,
+         "checkpoint {tmp}/missing.pt not found"),
+    case(["evaluate", "--checkpoint", "{tmp}/run.pt", "--n", "0"], existing_run,
+         "--n: '0' is not a positive whole number"),
+    case(["evaluate", "--checkpoint", "{tmp}/run.pt", "--length", "12"], existing_run,
+         "--length 12 is outside 1..10"),
+    case(["evaluate", "--checkpoint", "{tmp}/run.pt", "--length", "0"], existing_run,
+         "--length 0 is outside 1..10"),
+    case(["evaluate", "--checkpoint", "{tmp}/run.pt", "--split", "train"], existing_run,
+         "invalid choice: 'train'"),
+    # predict
+    case(["predict", "--checkpoint", "{tmp}/truncated.pt", "1 2"], corrupt_checkpoints,
+         "truncated.pt is not a readable aiayn checkpoint"),
+    case(["predict", "--checkpoint", "{tmp}/foreign-snapshot.pt", "1 2"],
+         corrupt_checkpoints, "foreign-snapshot.pt is not a readable aiayn checkpoint"),
+    case(["predict", "--checkpoint", "{tmp}/run.pt", "1 a 2"], existing_run,
+         "['a'] are not digits"),
+    case(["predict", "--checkpoint", "{tmp}/run.pt", " ".join("1" * 11)], existing_run,
+         "has 11 tokens"),
+    case(["predict", "--checkpoint", "{tmp}/run.pt", ""], existing_run,
+         "'' is an empty sequence"),
+    case(["predict", "--checkpoint", "{tmp}/run.pt", "1", "  "], existing_run,
+         "'  ' is an empty sequence"),
+]
+
+
+def files_under(directory) -> dict:
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in directory.rglob("*")}
+
+
+@pytest.mark.parametrize(("args", "setup", "message"), BAD_INPUT)
+def test_bad_input_is_one_line_exit_status_2_and_writes_nothing(
+    args, setup, message, checkpoint, tmp_path
+):
+    _held = setup(tmp_path, checkpoint)  # a lock that setup took stays held until the end
+    before = files_under(tmp_path)
+    result = run_main(*(arg.format(tmp=tmp_path) for arg in args))
+    assert result.returncode == 2
+    assert message.format(tmp=tmp_path) in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # no traceback
+    assert files_under(tmp_path) == before
+
+
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "stdin", "message"),
     [
-        (["train", "--task", "sort", "--out", "x.pt"], "unknown task 'sort'"),
-        (["evaluate", "--checkpoint", "missing.pt"], "checkpoint missing.pt not found"),
-        (["predict", "--checkpoint", "CORRUPT", "1 2"], "is not a readable aiayn checkpoint"),
-        (["predict", "--checkpoint", "CHECKPOINT", "1 a 2"], "['a'] are not digits"),
-        (["predict", "--checkpoint", "CHECKPOINT", " ".join("1" * 11)], "has 11 tokens"),
-        (["evaluate", "--checkpoint", "CHECKPOINT", "--length", "12"], "--length 12 is outside"),
+        (["predict", "--checkpoint", "CORRUPT", "1 2"], b"", "not a readable aiayn"),
+        (["predict", "--checkpoint", "CHECKPOINT"], b"1 2\n\xff\xfe\n", "not utf-8 text"),
+        (["train", "--out", "CHECKPOINT", "--device", "cuda:9"], b"", "not available"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_status_2(args, message, checkpoint, tmp_path):
+def test_a_real_process_prints_one_line_too(args, stdin, message, checkpoint, tmp_path):
     corrupt = tmp_path / "corrupt.pt"
-    corrupt.write_bytes(checkpoint.read_bytes()[:1000])  # a truncated file
+    corrupt.write_bytes(checkpoint.read_bytes()[:1000])
     args = [{"CHECKPOINT": checkpoint, "CORRUPT": corrupt}.get(a, a) for a in args]
-    result = aiayn(*args)
+    result = aiayn(*args, stdin=stdin, env={**ONE_THREAD, "PYTHONIOENCODING": "utf-8"})
     assert result.returncode == 2
     assert message in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no traceback
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # no warning, no traceback
 
 
-def test_ctrl_c_saves_a_checkpoint_that_resumes(tmp_path):
-    path = tmp_path / "interrupted.pt"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "aiayn", "train", "--task", "reverse", "--out", str(path),
-         "--steps", "100000", "--batch-size", "8", "--eval-size", "20",
-         "--target-exact-match", "1.1"],  # never reached: only Ctrl-C ends this run
-        stderr=subprocess.PIPE, text=True,
-        # a shell starts background jobs with SIGINT ignored, and Python keeps it ignored:
-        # give the run the default handling, as in a terminal, wherever the tests are started
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    seen = ""
-    while not re.search(r"\| *[1-9]\d*/100000", seen):  # the progress bar shows a finished step
-        character = process.stderr.read(1)
-        assert character, f"training ended before it could be interrupted: {seen}"
-        seen += character
-    process.send_signal(signal.SIGINT)
-    _, rest = process.communicate(timeout=120)
-    assert process.returncode == 130
-    assert "--resume" in rest
-    interrupted = load_checkpoint(path)
-    assert 0 < interrupted.step < 100000
-    result = aiayn("train", "--out", path, "--resume", "--steps", interrupted.step + 3, "--quiet")
+# --- interruption and concurrent runs ----------------------------------------------------
+
+
+def test_a_run_interrupted_at_random_moments_resumes_bit_for_bit(tmp_path):
+    command = [*TINY_RUN, "--steps", "40", "--out"]
+    straight = tmp_path / "straight.pt"
+    assert aiayn(*command, straight, "--quiet").returncode == 0
+    interrupted = tmp_path / "interrupted.pt"
+    moments = random.Random(0)
+    for _ in range(3):
+        resume = ["--resume"] if interrupted.exists() else []
+        process = start(*command, interrupted, *resume)
+        wait_for_step(process, moments.randint(1, 35))
+        process.send_signal(signal.SIGINT)  # anywhere in a step, or between two
+        _, rest = process.communicate(timeout=120)
+        assert process.returncode in (0, 130), rest  # 0: it had finished already
+    result = aiayn(*command, interrupted, "--resume", "--quiet")
     assert result.returncode == 0, result.stderr
-    resumed = torch.load(path, weights_only=False)
-    assert resumed["step"] == interrupted.step + 3
+    ours, theirs = (torch.load(p, weights_only=True) for p in (interrupted, straight))
+    assert ours["step"] == theirs["step"] == 40
+    assert [r["loss"] for r in ours["history"]] == [r["loss"] for r in theirs["history"]]
+    for name, weight in theirs["model"].items():
+        assert torch.equal(ours["model"][name], weight), name
+
+
+def test_a_second_run_on_the_same_out_is_refused_and_sigterm_saves(tmp_path):
+    out = tmp_path / "run.pt"
+    first = start(*TINY_RUN, "--steps", "100000", "--out", out)
+    wait_for_step(first, 1)
+    second = aiayn(*TINY_RUN, "--out", out, "--quiet")
+    assert second.returncode == 2
+    assert f"being written by another run (pid {first.pid}: python -m aiayn train" in (
+        second.stderr
+    )
+    assert len(second.stderr.splitlines()) == 1, second.stderr
+    first.send_signal(signal.SIGTERM)
+    _, rest = first.communicate(timeout=120)
+    assert first.returncode == 143
+    assert "interrupted by SIGTERM" in rest and "--resume" in rest
+    assert 0 < load_checkpoint(out).step < 100000
+    assert [p.name for p in tmp_path.iterdir()] == ["run.pt"]  # no lock, no temporary file

@@ -3,7 +3,16 @@
 import pytest
 import torch
 
-from aiayn.tasks import BOS_ID, EOS_ID, PAD_ID, VOCABULARY, get_task, make_batch
+from aiayn.tasks import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    VOCABULARY,
+    get_task,
+    held_out_sources,
+    held_out_split,
+    make_batch,
+)
 
 
 def test_reverse_repeats_matches_the_seed_example():
@@ -58,3 +67,27 @@ def test_batch_is_padded_and_shifted_for_teacher_forcing():
     assert torch.equal(batch.tgt_in[0, 1:], batch.tgt_out[0, :-1])  # shifted right by one
     assert batch.tgt_out[1].tolist() == [VOCABULARY.index("4"), EOS_ID, PAD_ID, PAD_ID]
     assert batch.num_tokens == 4 + 2
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 10])
+def test_validation_and_test_sources_never_share_a_sequence(length):
+    task = get_task("copy")
+    validation = held_out_sources(task, "validation", 10_000, length=length)
+    test = held_out_sources(task, "test", 10_000, length=length)
+    assert not set(validation) & set(test)
+    assert {len(s.split()) for s in validation + test} == {length}
+    assert len(validation) == len(test) == 10_000
+    assert {held_out_split(s) for s in validation} == {"validation"}
+
+
+def test_held_out_sources_are_deterministic_and_prefixes_of_each_other():
+    task = get_task("reverse")
+    sources = held_out_sources(task, "test", 3000)
+    assert sources == held_out_sources(task, "test", 3000)
+    assert held_out_sources(task, "test", 100) == sources[:100]
+    assert len(set(sources)) == len(sources)  # at length 10 repeats are rare: none here
+
+
+def test_unknown_split_names_the_choices():
+    with pytest.raises(ValueError, match="unknown split 'train': choose one of validation, test"):
+        held_out_sources(get_task("copy"), "train", 10)

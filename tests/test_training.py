@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.tasks import EOS_ID, PAD_ID, get_task
+from aiayn.tasks import EOS_ID, PAD_ID, get_task, held_out_sources
 from aiayn.training import (
     TrainConfig,
     evaluate,
@@ -123,8 +123,17 @@ def test_greedy_decoding_stops_each_sequence_at_its_end_token():
 
 def test_evaluate_reports_fractions():
     state = new_run(TrainConfig(**TINY))
-    scores = evaluate(state.model, get_task("copy"), n=10, length=3)
+    task = get_task("copy")
+    scores = evaluate(state.model, task, held_out_sources(task, "test", 10, length=3))
     assert 0.0 <= scores["exact_match"] <= scores["token_accuracy"] <= 1.0
+
+
+def test_training_records_keep_training_and_validation_scores_apart():
+    config = TrainConfig(steps=4, eval_every=2, **TINY)
+    history = train(new_run(config), progress=False).history
+    assert set(history[0]) == {"step", "loss", "train_token_accuracy", "lr"}
+    assert set(history[1]) == {"step", "loss", "train_token_accuracy", "lr",
+                               "val_exact_match", "val_token_accuracy", "seconds"}
 
 
 def test_load_or_train_reuses_resumes_or_retrains(tmp_path):

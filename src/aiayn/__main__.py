@@ -4,20 +4,55 @@
     python -m aiayn evaluate --checkpoint runs/reverse-repeats.pt --n 10000 --length 10
     python -m aiayn predict --checkpoint runs/reverse-repeats.pt "0 1 5 9 0 3 5 2 5"
 
-Bad input (an unknown task, a missing or corrupt checkpoint, a token outside the vocabulary, an
-over-long sequence) ends with a one-line error and exit status 2.
+Bad input (an unknown task or option value, an --out that cannot be written or that
+another run is writing, a missing or corrupt checkpoint, a token outside the vocabulary,
+an empty or over-long sequence) ends with a one-line error and exit status 2, before any
+training step and without writing anything.
+
+Ctrl-C (SIGINT) or SIGTERM stops `train` after the step in progress and saves the run:
+exit status 130 or 143 (128 + the signal's number, as a shell reports a program killed
+by it). The same command with --resume continues it, bit for bit as if it had never
+stopped.
 """
 
 import argparse
+import contextlib
+import fcntl
+import os
+import shlex
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
-from aiayn.tasks import TASKS, get_task
-from aiayn.training import TrainConfig, evaluate, load_checkpoint, new_run, predict, train
+import torch
+
+from aiayn.tasks import HELD_OUT_SEEDS, TASKS, Task, get_task, held_out_sources
+from aiayn.training import (
+    TrainConfig,
+    TrainingInterrupted,
+    TrainState,
+    evaluate,
+    load_checkpoint,
+    new_run,
+    predict,
+    train,
+)
+
+KEPT_ON_RESUME = ("task", "seed", "batch_size", "eval_size", "device")  # define the run
+CHANGED_ON_RESUME = ("steps", "target_exact_match")  # extend it
 
 
 class UsageError(Exception):
     """A problem with what the user asked for: reported in one line, exit status 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (no usage block), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,18 +60,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.command(args)
     except UsageError as error:
-        print(f"aiayn {args.command_name}: error: {error}", file=sys.stderr)
+        print(f"{args.prog}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before training started: nothing to save
         print("\ninterrupted", file=sys.stderr)
         return 130
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m aiayn",
-        description="Train, evaluate and run the Transformer of 'Attention Is All You Need' "
-        "on toy sequence tasks.",
+        description="Train, evaluate and run the Transformer of 'Attention Is All You "
+        "Need' on toy sequence tasks.",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     defaults = TrainConfig()
@@ -45,92 +87,234 @@ def build_parser() -> argparse.ArgumentParser:
         "train",
         help="train a model on a toy task",
         description="Train a model on a toy task; the checkpoint is saved after every "
-        "evaluation, at the end, and on Ctrl-C, so an interrupted run can --resume.",
+        "evaluation and at the end. Ctrl-C or SIGTERM stops after the step in progress "
+        "and saves it (exit status 130 or 143): add --resume to the same command to "
+        "continue. "
+        "On --resume, --steps and --target-exact-match may change (to extend the run); "
+        "--task, --seed, --batch-size, --eval-size and --device must agree with the "
+        "checkpoint.",
     )
-    p.add_argument("--task", default=defaults.task, help=f"one of: {', '.join(TASKS)}")
+    p.add_argument(
+        "--task", help=f"one of: {', '.join(TASKS)} (default {defaults.task})"
+    )
     p.add_argument("--out", required=True, type=Path, help="checkpoint file to write")
-    p.add_argument("--steps", type=int, help=f"optimizer steps (default {defaults.steps})")
+    p.add_argument(
+        "--steps", type=positive_int, help=f"optimizer steps (default {defaults.steps})"
+    )
     p.add_argument("--seed", type=int, help=f"random seed (default {defaults.seed})")
-    p.add_argument("--batch-size", type=int, help=f"default {defaults.batch_size}")
-    p.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    p.add_argument(
+        "--batch-size", type=positive_int, help=f"default {defaults.batch_size}"
+    )
+    p.add_argument(
+        "--device", help="cpu, cuda, cuda:N or mps (default: cuda if available)"
+    )
     p.add_argument(
         "--eval-size",
-        type=int,
-        help=f"length-10 sources per periodic evaluation (default {defaults.eval_size})",
+        type=positive_int,
+        help="length-10 validation sources per evaluation "
+        f"(default {defaults.eval_size})",
     )
     p.add_argument(
-        "--target-exact-match", type=float, help="stop once an evaluation reaches this fraction"
+        "--target-exact-match",
+        type=float,
+        help="stop once a validation exact match reaches this fraction",
     )
-    p.add_argument("--resume", action="store_true", help="continue the run saved in --out")
+    existing = p.add_mutually_exclusive_group()
+    existing.add_argument(
+        "--resume", action="store_true", help="continue the run in --out"
+    )
+    existing.add_argument(
+        "--force", action="store_true", help="replace the run in --out"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(command=run_train, command_name="train")
+    p.set_defaults(command=run_train, prog=p.prog)
 
     p = commands.add_parser(
         "evaluate",
         help="exact match and token accuracy of a checkpoint",
-        description="Greedy-decode fresh random sources and report exact match and token "
+        description="Greedy-decode held-out sources and report exact match and token "
         "accuracy.",
     )
     p.add_argument("--checkpoint", required=True, type=Path)
-    p.add_argument("--n", type=int, default=10_000, help="sources to decode (default 10000)")
+    p.add_argument(
+        "--split",
+        choices=list(HELD_OUT_SEEDS),
+        default="test",
+        help="validation: the sources training evaluates on; test (default): never "
+        "seen by any decision, for the number to report",
+    )
+    p.add_argument(
+        "--n", type=positive_int, default=10_000, help="sources (default 10000)"
+    )
     p.add_argument("--length", type=int, default=10, help="source length (default 10)")
-    p.add_argument("--seed", type=int, default=1234, help="seed of the sources (default 1234)")
-    p.set_defaults(command=run_evaluate, command_name="evaluate")
+    p.set_defaults(command=run_evaluate, prog=p.prog)
 
     p = commands.add_parser(
         "predict",
         help="predict the output for sequences",
-        description="Print the model's output for each SEQUENCE (space-separated digits); "
-        "with none, read one sequence per line from standard input.",
+        description="Print the model's output for each SEQUENCE (space-separated "
+        "digits); with none, read one sequence per line from standard input.",
     )
     p.add_argument("--checkpoint", required=True, type=Path)
-    p.add_argument("sequences", nargs="*", metavar="SEQUENCE", help='e.g. "0 1 5 9 0 3 5 2 5"')
-    p.set_defaults(command=run_predict, command_name="predict")
+    p.add_argument(
+        "sequences", nargs="*", metavar="SEQUENCE", help='e.g. "0 1 5 9 0 3 5 2 5"'
+    )
+    p.set_defaults(command=run_predict, prog=p.prog)
     return parser
 
 
 def run_train(args: argparse.Namespace) -> int:
-    if args.resume and args.out.exists():
-        state = open_checkpoint(args.out)
-        if args.steps is not None:
-            state.config.steps = args.steps
-        print(f"resuming {args.out} at step {state.step}", file=sys.stderr)
-    else:
-        task = known_task(args.task)
-        overrides = {
-            name: getattr(args, name)
-            for name in ("steps", "seed", "batch_size", "device", "eval_size", "target_exact_match")
-            if getattr(args, name) is not None
-        }
-        config = TrainConfig(task=task.name, **overrides)
-        state = new_run(config)
-    try:
-        train(state, checkpoint=args.out, progress=not args.quiet)
-    except KeyboardInterrupt:
-        print(
-            f"\ninterrupted at step {state.step}: saved {args.out}; continue with "
-            f"`python -m aiayn train --out {args.out} --resume`",
-            file=sys.stderr,
-        )
-        return 130
-    last = next(r for r in reversed(state.history) if "exact_match" in r)
-    print(
-        f"{state.config.task}: {state.step} steps in {state.seconds:.1f} s, "
-        f"exact match {last['exact_match']:.4f} on {state.config.eval_size} length-10 sources; "
-        f"saved {args.out}"
-    )
+    check_train_options(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with output_locked(args.out):
+        state = resumed_run(args) if args.resume else fresh_run(args)
+        try:
+            train(state, checkpoint=args.out, progress=not args.quiet)
+        except TrainingInterrupted as stop:
+            print(
+                f"\ninterrupted by {stop} after step {state.step}: saved {args.out}; "
+                "to continue, run the same command with --resume",
+                file=sys.stderr,
+            )
+            return 128 + stop.signal_number
+    print(summary(state, args.out))
     return 0
+
+
+def check_train_options(args: argparse.Namespace) -> None:
+    """The checks that need no checkpoint, before anything is created."""
+    if args.task is not None:
+        known_task(args.task)
+    if args.device is not None:
+        check_device(args.device)
+    check_writable(args.out)
+    if args.resume and not args.out.is_file():
+        raise UsageError(f"--resume: there is no checkpoint {args.out} to continue")
+
+
+def check_device(name: str) -> None:
+    """Refuse a device that is not one, or that this machine does not have."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UsageError(f"--device {name!r} is not cpu, cuda, cuda:N or mps") from None
+    available = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available()
+        and (device.index or 0) < torch.cuda.device_count(),
+        "mps": torch.backends.mps.is_available(),
+    }
+    if not available.get(device.type, False):
+        raise UsageError(f"--device {name} is not available on this machine")
+
+
+def check_writable(path: Path) -> None:
+    """Refuse an --out that cannot become a file this user writes."""
+    if path.is_dir():
+        raise UsageError(f"--out {path} is a directory; give a file name")
+    directory = path.parent
+    while not directory.exists():  # the directories that do not exist yet will be made
+        directory = directory.parent
+    if not directory.is_dir():
+        raise UsageError(f"--out {path} lies under {directory}, which is a file")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {path}: directory {directory} is not writable")
+
+
+@contextlib.contextmanager
+def output_locked(path: Path) -> Iterator[None]:
+    """Hold ``<path>.lock`` while this run writes ``path``: a second run on the same
+    path fails at once, naming this one. The lock file is removed at the end."""
+    lock_path = path.with_name(f"{path.name}.lock")
+    while True:
+        lock = open(
+            lock_path, "a+"
+        )  # closed below, or by the with block after the loop
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "starting"
+            lock.close()
+            raise UsageError(
+                f"{path} is being written by another run ({holder})"
+            ) from None
+        if is_same_file(lock, lock_path):
+            break
+        lock.close()  # its holder removed the file after we opened it: open the new one
+    with lock:
+        lock.truncate(0)
+        lock.write(f"pid {os.getpid()}: python -m aiayn {shlex.join(sys.argv[1:])}\n")
+        lock.flush()
+        try:
+            yield
+        finally:
+            lock_path.unlink()  # while locked: then no run holds a removed lock file
+
+
+def is_same_file(opened, path: Path) -> bool:
+    """Whether ``path`` still names the file ``opened`` (it may have been removed)."""
+    try:
+        return os.path.samestat(os.fstat(opened.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def fresh_run(args: argparse.Namespace) -> TrainState:
+    if args.out.exists() and not args.force:
+        raise UsageError(
+            f"{args.out} already exists: add --resume to continue its run or --force "
+            "to replace it"
+        )
+    options = {name: getattr(args, name) for name in KEPT_ON_RESUME + CHANGED_ON_RESUME}
+    given = {name: value for name, value in options.items() if value is not None}
+    return new_run(TrainConfig(**given))
+
+
+def resumed_run(args: argparse.Namespace) -> TrainState:
+    state = open_checkpoint(args.out)
+    for name in KEPT_ON_RESUME:
+        given, saved = getattr(args, name), getattr(state.config, name)
+        if given is not None and given != saved:
+            raise UsageError(
+                f"--{name.replace('_', '-')} {given} conflicts with {saved} in "
+                f"{args.out}; a resumed run keeps its settings"
+            )
+    if args.steps is not None and args.steps < state.step:
+        raise UsageError(
+            f"--steps {args.steps}: {args.out} has done {state.step} already"
+        )
+    for name in CHANGED_ON_RESUME:
+        if getattr(args, name) is not None:
+            setattr(state.config, name, getattr(args, name))
+    print(f"resuming {args.out} at step {state.step}", file=sys.stderr)
+    return state
+
+
+def summary(state: TrainState, out: Path) -> str:
+    """The last line of a run: its length, time, last validation score and file."""
+    line = f"{state.config.task}: {state.step} steps in {state.seconds:.1f} s"
+    evaluations = [r for r in state.history if "val_exact_match" in r]
+    if evaluations:
+        line += (
+            f", validation exact match {evaluations[-1]['val_exact_match']:.4f} on "
+            f"{state.config.eval_size} length-10 sources"
+        )
+    return f"{line}; saved {out}"
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     state = open_checkpoint(args.checkpoint)
     task = state.task
-    if not 1 <= args.length <= task.max_len:
-        raise UsageError(f"--length {args.length} is outside 1..{task.max_len} for {task.name}")
-    model = state.averaged_model()
-    scores = evaluate(model, task, n=args.n, length=args.length, seed=args.seed)
+    if not task.min_len <= args.length <= task.max_len:
+        raise UsageError(
+            f"--length {args.length} is outside {task.min_len}..{task.max_len} for "
+            f"{task.name}"
+        )
+    sources = held_out_sources(task, args.split, args.n, length=args.length)
+    scores = evaluate(state.averaged_model(), task, sources)
     print(f"task:           {task.name}")
-    print(f"sources:        {args.n} of length {args.length}")
+    print(f"sources:        {args.n} of length {args.length}, {args.split} split")
     print(f"exact match:    {scores['exact_match']:.4f}")
     print(f"token accuracy: {scores['token_accuracy']:.4f}")
     return 0
@@ -139,37 +323,62 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_predict(args: argparse.Namespace) -> int:
     state = open_checkpoint(args.checkpoint)
     task = state.task
-    sequences = args.sequences or [line for line in sys.stdin.read().splitlines() if line.strip()]
+    sequences = args.sequences or standard_input_lines()
     for sequence in sequences:
-        try:
-            length = len(task.tokenize(sequence))
-        except ValueError as error:
-            raise UsageError(f"{error} in {sequence!r}") from None
-        if length > task.max_len:
-            raise UsageError(
-                f"{sequence!r} has {length} tokens; {task.name} was trained on at most "
-                f"{task.max_len}"
-            )
+        check_sequence(sequence, task)
     for prediction in predict(state.averaged_model(), task, sequences):
         print(prediction)
     return 0
 
 
-def known_task(name: str):
+def standard_input_lines() -> list[str]:
+    """The non-blank lines of standard input."""
+    try:
+        text = sys.stdin.read()
+    except UnicodeDecodeError as error:
+        raise UsageError(f"standard input is not {error.encoding} text") from None
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def check_sequence(sequence: str, task: Task) -> None:
+    """Refuse a sequence the model cannot read: empty, not digits, or too long."""
+    try:
+        length = len(task.tokenize(sequence))
+    except ValueError as error:
+        raise UsageError(f"{error} in {sequence!r}") from None
+    if length == 0:
+        raise UsageError(f"{sequence!r} is an empty sequence: give at least one digit")
+    if length > task.max_len:
+        raise UsageError(
+            f"{sequence!r} has {length} tokens; {task.name} was trained on at most "
+            f"{task.max_len}"
+        )
+
+
+def known_task(name: str) -> Task:
     try:
         return get_task(name)
     except ValueError as error:
         raise UsageError(str(error)) from None
 
 
-def open_checkpoint(path: Path):
+def open_checkpoint(path: Path) -> TrainState:
+    """The run saved at ``path``, its snapshots included, or a one-line UsageError."""
     if not path.is_file():
         raise UsageError(f"checkpoint {path} not found")
     try:
-        return load_checkpoint(path)
-    except Exception as error:  # a truncated or foreign file fails in many different ways
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the error below says all there is to say
+            state = load_checkpoint(path)
+            state.averaged_model()  # a snapshot that does not fit the model fails here
+    except (
+        Exception
+    ) as error:  # a truncated or foreign file fails in many different ways
         reason = type(error).__name__
-        raise UsageError(f"{path} is not a readable aiayn checkpoint ({reason})") from None
+        raise UsageError(
+            f"{path} is not a readable aiayn checkpoint ({reason})"
+        ) from None
+    return state
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ outputs "shifted right" of Figure 1); ``</s>`` ends every target, so the model l
 and every source, so that the last digit is easy to find (the reversal starts there).
 """
 
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,6 +110,35 @@ def get_task(name: str) -> Task:
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}: choose one of {', '.join(TASKS)}")
     return TASKS[name]
+
+
+VALIDATION_SEED = 1001  # the validation sources: what training evaluates and stops on
+TEST_SEED = 2002  # the test sources: the number a finished run reports
+HELD_OUT_SEEDS = {"validation": VALIDATION_SEED, "test": TEST_SEED}
+
+
+def held_out_split(source: str) -> str:
+    """The held-out split a source belongs to, fixed by a hash of its text."""
+    return "validation" if zlib.crc32(source.encode()) % 2 == 0 else "test"
+
+
+def held_out_sources(task: Task, split: str, n: int, length: int = 10) -> list[str]:
+    """n random sources of one length from the "validation" or the "test" split.
+
+    Every possible source belongs to exactly one split (``held_out_split``), so the two
+    never share a sequence, at any length. Each split draws from its own seeded
+    generator and keeps the sources of its half; a smaller n gives a prefix of a
+    larger one.
+    """
+    if split not in HELD_OUT_SEEDS:
+        choices = ", ".join(HELD_OUT_SEEDS)
+        raise ValueError(f"unknown split {split!r}: choose one of {choices}")
+    generator = torch.Generator().manual_seed(HELD_OUT_SEEDS[split])
+    sources: list[str] = []
+    while len(sources) < n:
+        drawn = task.sample(1024, generator, length=length)  # rejection sampling
+        sources += [source for source in drawn if held_out_split(source) == split]
+    return sources[:n]
 
 
 @dataclass

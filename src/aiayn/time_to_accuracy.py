@@ -4,10 +4,11 @@
     python -m aiayn.time_to_accuracy --task copy --seeds 0
 
 Each seed trains ``TrainConfig``'s defaults (with that seed) and, every ``--every`` steps,
-greedy-decodes the same 10,000 fresh length-10 sources with the model that training evaluates
-(the mean of the last weight snapshots). Only training is timed, not these evaluations. For each
-target the report gives the first evaluation that reached it, per seed and as the median over
-the seeds, and the sequences seen by then against the seed tutorial's 100,000 steps of 32.
+greedy-decodes the same 10,000 length-10 validation sources (``held_out_sources``) with the
+model that training evaluates (the mean of the last weight snapshots). Only training is
+timed, not these evaluations. For each target the report gives the first evaluation that
+reached it, per seed and as the median over the seeds, and the sequences seen by then
+against the seed tutorial's 100,000 steps of 32.
 """
 
 import argparse
@@ -19,7 +20,7 @@ import time
 
 import torch
 
-from aiayn.tasks import TASKS
+from aiayn.tasks import TASKS, held_out_sources
 from aiayn.training import TrainConfig, evaluate, new_run, train_step
 
 TARGETS = (0.99, 0.999)
@@ -39,9 +40,11 @@ NOT_REACHED = Reached(math.inf, math.inf, math.nan)
 
 
 def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
-    """Train ``config``, evaluating on n length-10 sources every ``every`` steps, until the last
-    target is reached or ``config.steps`` are done: (step, training seconds, exact match)."""
+    """Train ``config``, evaluating on n length-10 validation sources every ``every`` steps,
+    until the last target is reached or ``config.steps`` are done: (step, training seconds,
+    exact match)."""
     state = new_run(config)
+    validation = held_out_sources(state.task, "validation", n)
     curve, seconds = [], 0.0
     while state.step < config.steps and (not curve or curve[-1].exact_match < TARGETS[-1]):
         started = time.perf_counter()
@@ -50,7 +53,7 @@ def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
             state.take_snapshot()
         seconds += time.perf_counter() - started
         if state.step % every == 0:
-            result = evaluate(state.averaged_model(), state.task, n=n, length=10)
+            result = evaluate(state.averaged_model(), state.task, validation)
             curve.append(Reached(state.step, seconds, result["exact_match"]))
     return curve
 
@@ -99,7 +102,7 @@ def benchmark_cli() -> None:
     parser.add_argument("--task", default=TrainConfig.task, choices=list(TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--every", type=int, default=250, help="steps between evaluations")
-    parser.add_argument("--n", type=int, default=10_000, help="length-10 evaluation sources")
+    parser.add_argument("--n", type=int, default=10_000, help="length-10 validation sources")
     parser.add_argument("--steps", type=int, default=TrainConfig.steps, help="at most")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
     args = parser.parse_args()

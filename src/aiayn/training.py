@@ -1,7 +1,13 @@
 """Training (§5): the learning-rate schedule, label smoothing, the loop, evaluation, checkpoints."""
 
+import contextlib
 import copy
+import os
+import signal
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -12,7 +18,15 @@ from tqdm import tqdm
 from aiayn.decoding import greedy_decode
 from aiayn.masks import padding_mask, target_mask
 from aiayn.model import Transformer
-from aiayn.tasks import BOS_ID, EOS_ID, PAD_ID, Task, get_task, make_batch
+from aiayn.tasks import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    Task,
+    get_task,
+    held_out_sources,
+    make_batch,
+)
 
 
 def learning_rate(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
@@ -105,8 +119,8 @@ class TrainState:
     def finished(self) -> bool:
         """All steps done, or the last evaluation reached the target exact match."""
         target = self.config.target_exact_match
-        evaluated = [r["exact_match"] for r in self.history if "exact_match" in r]
-        reached = target is not None and bool(evaluated) and evaluated[-1] >= target
+        scores = [r["val_exact_match"] for r in self.history if "val_exact_match" in r]
+        reached = target is not None and bool(scores) and scores[-1] >= target
         return self.step >= self.config.steps or reached
 
     def take_snapshot(self) -> None:
@@ -154,7 +168,10 @@ def training_sources(
 
 
 def train_step(state: TrainState) -> dict:
-    """One optimizer step on a fresh batch; returns the step's loss, accuracy and rate."""
+    """One optimizer step on a fresh batch; returns the step's loss, accuracy and rate.
+
+    Its accuracy, ``train_token_accuracy``, is the batch's under teacher forcing.
+    """
     config, model = state.config, state.model
     sources = training_sources(state.task, config.batch_size, state.data_rng, config.length_power)
     batch = make_batch(state.task, sources)
@@ -180,7 +197,7 @@ def train_step(state: TrainState) -> dict:
     return {
         "step": state.step,
         "loss": loss.item(),
-        "token_accuracy": correct.sum().item() / real.sum().item(),
+        "train_token_accuracy": correct.sum().item() / real.sum().item(),
         "lr": rate,
     }
 
@@ -202,9 +219,15 @@ def predict(
 
 
 @torch.no_grad()
-def evaluate(model: Transformer, task: Task, n: int = 10_000, length: int = 10, seed: int = 1234):
-    """Exact match and token accuracy of greedy decoding on n fresh sources of one length."""
-    sources = task.sample(n, torch.Generator().manual_seed(seed), length=length)
+def evaluate(model: Transformer, task: Task, sources: list[str]) -> dict[str, float]:
+    """Exact match and token accuracy of greedy decoding on ``sources``.
+
+    Pass held-out sources: ``held_out_sources(task, "validation", n)`` for every
+    decision (when to stop, which settings are best), ``"test"`` only for the number a
+    run reports.
+    """
+    if not sources:
+        raise ValueError("evaluate needs at least one source")
     predictions = predict(model, task, sources)
     exact = right_tokens = total_tokens = 0
     for source, predicted in zip(sources, predictions, strict=True):
@@ -213,7 +236,42 @@ def evaluate(model: Transformer, task: Task, n: int = 10_000, length: int = 10, 
         exact += got == expected
         right_tokens += sum(e == g for e, g in zip(expected, got, strict=False))  # may differ
         total_tokens += len(expected)
-    return {"exact_match": exact / n, "token_accuracy": right_tokens / total_tokens}
+    return {
+        "exact_match": exact / len(sources),
+        "token_accuracy": right_tokens / total_tokens,
+    }
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """``train`` stopped on SIGINT (Ctrl-C) or SIGTERM, after saving a whole step."""
+
+    def __init__(self, signal_number: int):
+        super().__init__(signal.Signals(signal_number).name)
+        self.signal_number = signal_number
+
+
+@contextlib.contextmanager
+def signals_deferred(*signal_numbers: int) -> Iterator[list[int]]:
+    """Within the block, these signals only append their number to the list it yields.
+
+    A loop reads the list between two whole steps, so a signal never stops a step
+    halfway. Signals that were ignored stay ignored; outside the main thread, where
+    Python cannot set handlers, nothing changes.
+    """
+    arrived: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield arrived
+        return
+    previous = {
+        number: signal.signal(number, lambda received, frame: arrived.append(received))
+        for number in signal_numbers
+        if signal.getsignal(number) is not signal.SIG_IGN
+    }
+    try:
+        yield arrived
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def train(
@@ -223,63 +281,73 @@ def train(
 ) -> TrainState:
     """Train until ``config.steps`` (or the target exact match), evaluating periodically.
 
-    The checkpoint, if given, is written after every evaluation, at the end, and when the run
-    is interrupted with Ctrl-C (KeyboardInterrupt is re-raised after saving).
+    Evaluations decode the validation sources, never the test ones. The checkpoint, if
+    given, is written after every evaluation and at the end. Ctrl-C (SIGINT) or SIGTERM
+    ends the run after the step in progress: the checkpoint is saved between two whole
+    steps, so resuming it gives the run that never stopped; then TrainingInterrupted is
+    raised.
     """
     config = state.config
+    validation = held_out_sources(state.task, "validation", config.eval_size)
     started = time.perf_counter() - state.seconds
     bar = tqdm(total=config.steps, initial=state.step, disable=not progress, unit="step")
-    try:
-        while not state.finished:
+    with bar, signals_deferred(signal.SIGINT, signal.SIGTERM) as arrived:
+        while not state.finished and not arrived:
             record = train_step(state)
             state.history.append(record)
             bar.update(1)
             if state.step % config.snapshot_every == 0:
                 state.take_snapshot()
             if state.step % config.eval_every == 0 or state.step == config.steps:
-                averaged = state.averaged_model()
-                record |= evaluate(averaged, state.task, n=config.eval_size, length=10)
+                scores = evaluate(state.averaged_model(), state.task, validation)
+                record |= {f"val_{name}": value for name, value in scores.items()}
                 state.seconds = record["seconds"] = time.perf_counter() - started
                 if checkpoint is not None:
                     save_checkpoint(state, checkpoint)
             bar.set_postfix(
                 loss=f"{record['loss']:.3f}",
-                acc=f"{record['token_accuracy']:.3f}",
+                acc=f"{record['train_token_accuracy']:.3f}",
                 lr=f"{record['lr']:.1e}",
             )
-    except KeyboardInterrupt:
+        state.seconds = time.perf_counter() - started
         if checkpoint is not None:
-            state.seconds = time.perf_counter() - started
             save_checkpoint(state, checkpoint)
-        raise
-    finally:
-        bar.close()
-    state.seconds = time.perf_counter() - started
-    if checkpoint is not None:
-        save_checkpoint(state, checkpoint)
+    if arrived:
+        raise TrainingInterrupted(arrived[0])
     return state
 
 
 def save_checkpoint(state: TrainState, path: str | Path) -> None:
-    """Configuration, weights, optimizer, step, history and random state, in one file."""
+    """Configuration, weights, optimizer, step, history and random state, in one file.
+
+    It is written to a temporary file of its own beside ``path``, then renamed: ``path``
+    is always a whole checkpoint, the old or the new one, whoever else writes beside it.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(
-        {
-            "config": asdict(state.config),
-            "model_config": state.model.config,
-            "model": state.model.state_dict(),
-            "optimizer": state.optimizer.state_dict(),
-            "step": state.step,
-            "history": state.history,
-            "seconds": state.seconds,
-            "snapshots": state.snapshots,
-            "torch_rng": torch.get_rng_state(),
-            "data_rng": state.data_rng.get_state(),
-        },
-        path.with_suffix(".tmp"),
+    contents = {
+        "config": asdict(state.config),
+        "model_config": state.model.config,
+        "model": state.model.state_dict(),
+        "optimizer": state.optimizer.state_dict(),
+        "step": state.step,
+        "history": state.history,
+        "seconds": state.seconds,
+        "snapshots": state.snapshots,
+        "torch_rng": torch.get_rng_state(),
+        "data_rng": state.data_rng.get_state(),
+    }
+    descriptor, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
     )
-    path.with_suffix(".tmp").replace(path)  # never leave a half-written checkpoint behind
+    os.fchmod(descriptor, 0o644)  # mkstemp makes the file private; a checkpoint is not
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            torch.save(contents, file)
+    except BaseException:
+        os.unlink(temporary)  # a failed save leaves nothing behind
+        raise
+    os.replace(temporary, path)
 
 
 def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:

@@ -1,0 +1,54 @@
+"""The book's trained models: made once by `make models`, then only loaded by the chapters."""
+
+import dataclasses
+
+import pytest
+
+from aiayn import book_models, training
+from aiayn.training import TrainConfig
+
+TINY = dict(d_model=32, nhead=2, num_layers=1, dim_feedforward=64, batch_size=16, eval_size=20)
+
+
+@pytest.fixture
+def tiny_book_models(monkeypatch):
+    """BOOK_MODELS replaced by two tiny runs, so that training them takes a second."""
+    tiny = {
+        "copy": TrainConfig(task="copy", steps=4, eval_every=2, **TINY),
+        "reverse": TrainConfig(task="reverse", steps=4, eval_every=2, **TINY),
+    }
+    monkeypatch.setattr(book_models, "BOOK_MODELS", tiny)
+    return tiny
+
+
+def test_the_book_models_are_the_chapters_configurations():
+    assert book_models.BOOK_MODELS["reverse-repeats"] == TrainConfig()  # the CLI's defaults
+    for name in ("copy", "reverse"):
+        config = book_models.BOOK_MODELS[name]
+        assert config == dataclasses.replace(TrainConfig(), task=name, num_layers=1,
+                                             eval_every=100)
+
+
+def test_main_trains_every_missing_model_once(tiny_book_models, tmp_path, capsys):
+    assert book_models.main(["--runs", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["copy.pt", "reverse.pt"]
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in printed] == ["copy", "reverse"]
+
+
+def test_a_chapter_loads_a_finished_model_without_training(tiny_book_models, tmp_path,
+                                                            monkeypatch):
+    trained = book_models.book_model("copy", tmp_path)
+    assert trained.finished
+
+    def no_training(state):
+        raise AssertionError("a chapter trained although the model was finished")
+
+    monkeypatch.setattr(training, "train_step", no_training)
+    loaded = book_models.book_model("copy", tmp_path)
+    assert loaded.step == trained.step and loaded.history == trained.history
+
+
+def test_a_missing_model_is_trained_where_it_is_asked_for(tiny_book_models, tmp_path):
+    state = book_models.book_model("reverse", tmp_path)  # a reader running one chapter alone
+    assert state.finished and (tmp_path / "reverse.pt").is_file()
