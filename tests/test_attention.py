@@ -69,8 +69,8 @@ def test_causal_mask_gives_upper_triangle_zero():
 
 def test_fully_masked_row_gives_zeros_not_nan():
     q, k, v = random_qkv()
-    mask = torch.ones(4, 5, dtype=torch.bool)
-    mask[2] = False  # query 2 may attend to nothing
+    mask = torch.ones(1, 1, 4, 5, dtype=torch.bool)
+    mask[..., 2, :] = False  # query 2 may attend to nothing
     out, weights = scaled_dot_product_attention(q, k, v, mask)
     assert not out.isnan().any() and not weights.isnan().any()
     assert (weights[..., 2, :] == 0).all() and (out[..., 2, :] == 0).all()

@@ -34,18 +34,39 @@ def target_mask(tgt: Tensor, pad_id: int) -> Tensor:
 
 
 def check_mask(mask: Tensor, scores_shape: Sequence[int]) -> None:
-    """Raise a clear error unless ``mask`` is a boolean mask that broadcasts to ``scores_shape``."""
+    """Raise a clear error unless ``mask`` is a boolean mask of one of the shapes above.
+
+    The scores are (..., T, S): queries, keys. A mask either has the scores' rank, keys
+    last and T or 1 queries before them, each axis the scores' size or 1: padding_mask's
+    (B, 1, S), target_mask's (B, T, T). Or it is the same for every sequence, with fewer
+    axes, all 1 but the last two: (T, T) in self-attention, like subsequent_mask's, or
+    (1, S). PyTorch's (B, S) key-padding mask is neither: it would line up the batch
+    with the queries. (Only when B == T == S can no shape tell it from a (T, T) mask.)
+    """
     if mask.dtype != torch.bool:
         raise TypeError(
-            f"mask must be a torch.bool tensor (True means 'may attend'), got dtype {mask.dtype}"
+            "mask must be a torch.bool tensor (True means 'may attend'), "
+            f"got dtype {mask.dtype}"
         )
-    scores_shape = tuple(scores_shape)
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        broadcast = None
-    if mask.dim() < 2 or broadcast != scores_shape:
+    scores_shape, shape = tuple(scores_shape), tuple(mask.shape)
+    *_, queries, keys = scores_shape
+    if len(shape) < len(scores_shape):  # the same mask for every sequence
+        last_two = shape[-2:]
+        fits = (
+            len(shape) >= 2
+            and all(size == 1 for size in shape[:-2])
+            and (last_two == (1, keys) or last_two == (queries, keys) == (keys, keys))
+        )
+    else:
+        fits = (
+            len(shape) == len(scores_shape)
+            and shape[-1] == keys
+            and all(m in (1, s) for m, s in zip(shape, scores_shape, strict=True))
+        )
+    if not fits:
         raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to the attention scores' "
-            f"shape {scores_shape} (queries, keys last)"
+            f"mask of shape {shape} does not fit the attention scores' shape "
+            f"{scores_shape} (queries, keys last): expected (T, T) or (1, S), or the "
+            "scores' rank ending in (T or 1, S), like (B, 1, S) or (B, T, S); a "
+            "key-padding mask needs the middle axis: (B, 1, S)"
         )
