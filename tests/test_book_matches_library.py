@@ -33,7 +33,9 @@ def library_definitions() -> dict[str, object]:
             if (inspect.isfunction(member) or inspect.isclass(member)) and (
                 member.__module__ == module.__name__
             ):
-                assert name not in definitions, f"{name} is defined in two aiayn modules"
+                assert name not in definitions, (
+                    f"{name} is defined in two aiayn modules"
+                )
                 definitions[name] = member
     return definitions
 
@@ -46,12 +48,17 @@ def chapter_definitions():
             try:
                 tree = ast.parse(code)
             except SyntaxError:
-                continue  # IPython syntax (magics); such a cell defines nothing of the library
+                # IPython syntax (magics); such a cell defines nothing of the library
+                continue
             lines = code.splitlines()
             for node in tree.body:
                 if isinstance(node, ast.FunctionDef | ast.ClassDef):
                     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                    yield chapter.name, node.name, "\n".join(lines[first - 1 : node.end_lineno])
+                    yield (
+                        chapter.name,
+                        node.name,
+                        "\n".join(lines[first - 1 : node.end_lineno]),
+                    )
 
 
 LIBRARY = library_definitions()
@@ -59,7 +66,9 @@ TAUGHT = [(ch, name, src) for ch, name, src in chapter_definitions() if name in 
 
 
 def test_library_definitions_are_found():
-    assert {"MultiHeadAttention", "Transformer", "make_batch", "greedy_decode"} <= set(LIBRARY)
+    assert {"MultiHeadAttention", "Transformer", "make_batch", "greedy_decode"} <= set(
+        LIBRARY
+    )
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,9 @@ def test_padding_mask_marks_real_tokens_and_broadcasts_over_queries():
 def test_subsequent_mask_is_lower_triangular_with_diagonal():
     mask = subsequent_mask(4)
     assert mask.dtype == torch.bool
-    assert torch.equal(mask, torch.tensor([[i >= j for j in range(4)] for i in range(4)]))
+    assert torch.equal(
+        mask, torch.tensor([[i >= j for j in range(4)] for i in range(4)])
+    )
 
 
 def test_target_mask_combines_padding_and_causality():

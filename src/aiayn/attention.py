@@ -32,14 +32,17 @@ def scaled_dot_product_attention(
         a query whose keys are all masked gets all-zero weights (and output), never NaN.
     """
     d_k = query.size(-1)
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T, d_k) @ (..., d_k, S)
+    # (..., T, d_k) @ (..., d_k, S)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
         check_mask(mask, scores.shape)
-        # The paper's -inf, but finite: the most negative number of this dtype (float16 too).
+        # The paper's -inf, but finite: the most negative number of this
+        # dtype (float16 too).
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)  # (..., T, S), each row sums to 1
     if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)  # exact zeros; fully masked rows become 0
+        # exact zeros; fully masked rows become 0
+        weights = weights.masked_fill(~mask, 0.0)
     if dropout is not None:
         weights = dropout(weights)
     return weights @ value, weights  # (..., T, S) @ (..., S, d_v) -> (..., T, d_v)
@@ -67,7 +70,9 @@ class MultiHeadAttention(nn.Module):
     and embedding sums); nn.MultiheadAttention has it, so we do too. dropout=0.0 removes it.
     """
 
-    def __init__(self, d_model: int, nhead: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self, d_model: int, nhead: int, dropout: float = 0.0, bias: bool = True
+    ):
         super().__init__()
         if d_model % nhead != 0:
             raise ValueError(f"d_model={d_model} is not divisible by nhead={nhead}")
@@ -76,7 +81,8 @@ class MultiHeadAttention(nn.Module):
         self.d_k = d_model // nhead  # = d_v
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
-        self.attn_dropout = nn.Dropout(dropout)  # on the attention weights, as in PyTorch
+        # on the attention weights, as in PyTorch
+        self.attn_dropout = nn.Dropout(dropout)
         self.keep_weights = False
         self.last_weights: Tensor | None = None
 
@@ -84,7 +90,8 @@ class MultiHeadAttention(nn.Module):
         """Q W^Q, K W^K, V W^V for all heads at once, with as few matrix products as possible."""
         d = self.d_model
         if query is key and key is value:  # self-attention: one product for all three
-            return self.in_proj(query).chunk(3, dim=-1)  # (B, T, 3 d_model) -> 3 x (B, T, d_model)
+            # (B, T, 3 d_model) -> 3 x (B, T, d_model)
+            return self.in_proj(query).chunk(3, dim=-1)
         q = self._in_proj_rows(query, slice(0, d))
         if key is value:  # encoder-decoder attention: keys and values in one product
             return q, *self._in_proj_rows(key, slice(d, 3 * d)).chunk(2, dim=-1)
@@ -97,7 +104,9 @@ class MultiHeadAttention(nn.Module):
     def _in_proj_rows(self, x: Tensor, rows: slice) -> Tensor:
         """Apply only some rows of ``in_proj`` (e.g. W^Q alone) to ``x``."""
         bias = self.in_proj.bias
-        return F.linear(x, self.in_proj.weight[rows], None if bias is None else bias[rows])
+        return F.linear(
+            x, self.in_proj.weight[rows], None if bias is None else bias[rows]
+        )
 
     def forward(
         self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
@@ -105,20 +114,29 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = query.shape
         S = key.size(1)
         q, k, v = self._project(query, key, value)
-        q = q.view(B, T, self.nhead, self.d_k).transpose(1, 2)  # (B, T, d_model) -> (B, h, T, d_k)
-        k = k.view(B, S, self.nhead, self.d_k).transpose(1, 2)  # (B, S, d_model) -> (B, h, S, d_k)
-        v = v.view(B, S, self.nhead, self.d_k).transpose(1, 2)  # (B, S, d_model) -> (B, h, S, d_k)
+        # (B, T, d_model) -> (B, h, T, d_k)
+        q = q.view(B, T, self.nhead, self.d_k).transpose(1, 2)
+        # (B, S, d_model) -> (B, h, S, d_k)
+        k = k.view(B, S, self.nhead, self.d_k).transpose(1, 2)
+        # (B, S, d_model) -> (B, h, S, d_k)
+        v = v.view(B, S, self.nhead, self.d_k).transpose(1, 2)
         if mask is not None:
             check_mask(mask, (B, T, S))
-            mask = mask.unsqueeze(-3)  # (B, T, S) -> (B, 1, T, S): the same mask for every head
+            # (B, T, S) -> (B, 1, T, S): the same mask for every head
+            mask = mask.unsqueeze(-3)
         if self.keep_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, self.attn_dropout)
+            out, weights = scaled_dot_product_attention(
+                q, k, v, mask, self.attn_dropout
+            )
             self.last_weights = weights.detach()  # (B, h, T, S)
         else:
             dropout_p = self.attn_dropout.p if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout_p
+            )
             self.last_weights = None
-        out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, h, T, d_k) -> (B, T, d_model)
+        # (B, h, T, d_k) -> (B, T, d_model)
+        out = out.transpose(1, 2).reshape(B, T, self.d_model)
         return self.out_proj(out)
 
 

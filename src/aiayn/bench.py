@@ -64,15 +64,21 @@ class TorchTransformer(nn.Module):
             cfg.d_model, cfg.nhead, cfg.layers, cfg.layers, cfg.dim_feedforward, cfg.dropout,
             batch_first=True,
         )  # fmt: skip
-        # nn.Transformer ends both stacks with a LayerNorm; the post-LN paper model (ours) doesn't.
+        # nn.Transformer ends both stacks with a LayerNorm; the post-LN paper
+        # model (ours) doesn't.
         self.transformer.encoder.norm = None
         self.transformer.decoder.norm = None
         self.output_projection = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
         self.output_projection.weight = self.tgt_embed.embedding.weight
         self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
 
-    def forward(self, src: Tensor, tgt: Tensor, torch_masks: dict[str, Tensor]) -> Tensor:
-        src_x, tgt_x = self.positional(self.src_embed(src)), self.positional(self.tgt_embed(tgt))
+    def forward(
+        self, src: Tensor, tgt: Tensor, torch_masks: dict[str, Tensor]
+    ) -> Tensor:
+        src_x, tgt_x = (
+            self.positional(self.src_embed(src)),
+            self.positional(self.tgt_embed(tgt)),
+        )
         return self.output_projection(self.transformer(src_x, tgt_x, **torch_masks))
 
 
@@ -83,13 +89,16 @@ class BenchBatch:
     tgt_out: Tensor  # (B, T): the next tokens, to predict
     src_mask: Tensor  # (B, 1, S), ours: True = may attend
     tgt_mask: Tensor  # (B, T, T)
-    torch_masks: dict[str, Tensor]  # the same masks for nn.Transformer: True = may NOT attend
+    # the same masks for nn.Transformer: True = may NOT attend
+    torch_masks: dict[str, Tensor]
 
 
 def padded_tokens(cfg: BenchConfig, length: int, generator: torch.Generator) -> Tensor:
     """(batch_size, length) random tokens; each row ends in a random amount of padding."""
     tokens = torch.randint(1, cfg.vocab, (cfg.batch_size, length), generator=generator)
-    lengths = torch.randint(length // 2, length + 1, (cfg.batch_size, 1), generator=generator)
+    lengths = torch.randint(
+        length // 2, length + 1, (cfg.batch_size, 1), generator=generator
+    )
     return tokens.masked_fill(torch.arange(length) >= lengths, PAD)
 
 
@@ -105,7 +114,9 @@ def bench_batch(cfg: BenchConfig, seed: int = 0) -> BenchBatch:
         "tgt_key_padding_mask": to_key_padding_mask(padding_mask(tgt_in, PAD)),
         "tgt_mask": to_torch_mask(subsequent_mask(cfg.tgt_len)),
     }
-    return BenchBatch(src, tgt_in, tgt_out, src_mask, target_mask(tgt_in, PAD), torch_masks)
+    return BenchBatch(
+        src, tgt_in, tgt_out, src_mask, target_mask(tgt_in, PAD), torch_masks
+    )
 
 
 def build_models(cfg: BenchConfig) -> tuple[Transformer, TorchTransformer]:
@@ -120,7 +131,9 @@ def loss_and_backward(model: nn.Module, batch: BenchBatch, *masks) -> None:
     """One training step without the optimizer: forward, cross-entropy, backward."""
     model.zero_grad(set_to_none=True)
     logits = model(batch.src, batch.tgt_in, *masks)  # (B, T, vocab)
-    F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD).backward()
+    F.cross_entropy(
+        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD
+    ).backward()
 
 
 def timed(step: Callable[[], None]) -> tuple[float, float]:
@@ -130,7 +143,9 @@ def timed(step: Callable[[], None]) -> tuple[float, float]:
     return (time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000
 
 
-def run(cfg: BenchConfig, steps: int = 30, warmup: int = 5) -> dict[str, tuple[float, float]]:
+def run(
+    cfg: BenchConfig, steps: int = 30, warmup: int = 5
+) -> dict[str, tuple[float, float]]:
     """Median (wall-clock ms, CPU ms) per training step, for "ours" and "pytorch"."""
     torch.manual_seed(0)
     batch = bench_batch(cfg)
@@ -145,7 +160,9 @@ def run(cfg: BenchConfig, steps: int = 30, warmup: int = 5) -> dict[str, tuple[f
         for name in order:
             times[name].append(timed(train_steps[name]))
     return {
-        name: tuple(statistics.median(clock) for clock in zip(*runs[warmup:], strict=True))
+        name: tuple(
+            statistics.median(clock) for clock in zip(*runs[warmup:], strict=True)
+        )
         for name, runs in times.items()
     }
 
@@ -161,7 +178,9 @@ def cli() -> None:
         parser.add_argument(flag, type=field.type, help=f"toy preset: {field.default}")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per model")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps per model")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
+    parser.add_argument(
+        "--threads", type=int, default=os.cpu_count(), help="torch threads"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     chosen = {f.name: getattr(args, f.name) for f in dataclasses.fields(BenchConfig)}

@@ -16,8 +16,10 @@ def next_token_logits(
     model: Transformer, memory: Tensor, src_mask: Tensor, prefix: Tensor
 ) -> Tensor:
     """Scores of the token after ``prefix``: memory (B, S, d_model), prefix (B, t) -> (B, V)."""
-    hidden = model.decode(memory, src_mask, prefix)  # (B, t, d_model), causal by default
-    return model.output_projection(hidden[:, -1])  # only the last position predicts what's next
+    # (B, t, d_model), causal by default
+    hidden = model.decode(memory, src_mask, prefix)
+    # only the last position predicts what's next
+    return model.output_projection(hidden[:, -1])
 
 
 @torch.no_grad()
@@ -31,11 +33,13 @@ def greedy_decode(
     every sequence has finished.
     """
     src_mask = padding_mask(src, pad_id)  # (B, 1, S)
-    memory = model.encode(src, src_mask)  # (B, S, d_model): computed once, reused every step
+    # (B, S, d_model): computed once, reused every step
+    memory = model.encode(src, src_mask)
     tokens = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     for _ in range(max_len):
-        next_token = next_token_logits(model, memory, src_mask, tokens).argmax(dim=-1)  # (B,)
+        # (B,)
+        next_token = next_token_logits(model, memory, src_mask, tokens).argmax(dim=-1)
         next_token = next_token.masked_fill(finished, pad_id)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)  # (B, t) -> (B, t + 1)
         finished |= next_token == eos_id

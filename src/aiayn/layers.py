@@ -26,7 +26,8 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))
 
     def forward(self, x: Tensor) -> Tensor:
-        var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)  # (..., 1) each
+        # (..., 1) each
+        var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
         return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
 
 
@@ -92,7 +93,8 @@ class DecoderLayer(nn.Module):
     ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout)  # encoder-decoder attention
+        # encoder-decoder attention
+        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, dim_feedforward, dropout)
         self.self_attn_residual = ResidualSublayer(d_model, dropout, norm_first)
         self.cross_attn_residual = ResidualSublayer(d_model, dropout, norm_first)
@@ -106,7 +108,9 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None = None,
     ) -> Tensor:
         x = self.self_attn_residual(x, lambda y: self.self_attn(y, y, y, tgt_mask))
-        x = self.cross_attn_residual(x, lambda y: self.cross_attn(y, memory, memory, src_mask))
+        x = self.cross_attn_residual(
+            x, lambda y: self.cross_attn(y, memory, memory, src_mask)
+        )
         return self.feed_forward_residual(x, self.feed_forward)
 
 

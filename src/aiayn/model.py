@@ -54,16 +54,19 @@ class Transformer(nn.Module):
         )
         self.src_embed = TokenEmbedding(src_vocab, d_model)
         self.tgt_embed = TokenEmbedding(tgt_vocab, d_model)
-        self.positional = PositionalEncoding(d_model, max_len, dropout)  # fixed: shared by both
+        # fixed: shared by both
+        self.positional = PositionalEncoding(d_model, max_len, dropout)
         self.encoder = Encoder(
             d_model, nhead, num_encoder_layers, dim_feedforward, dropout, norm_first
         )
         self.decoder = Decoder(
             d_model, nhead, num_decoder_layers, dim_feedforward, dropout, norm_first
         )
-        self.output_projection = nn.Linear(d_model, tgt_vocab, bias=False)  # pre-softmax linear
+        # pre-softmax linear
+        self.output_projection = nn.Linear(d_model, tgt_vocab, bias=False)
         if tie_weights:
-            self.output_projection.weight = self.tgt_embed.embedding.weight  # (tgt_vocab, d_model)
+            # (tgt_vocab, d_model)
+            self.output_projection.weight = self.tgt_embed.embedding.weight
             if src_vocab == tgt_vocab:
                 self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
         for p in self.parameters():  # each shared tensor appears once
@@ -87,7 +90,9 @@ class Transformer(nn.Module):
         """
         if tgt_mask is None:
             tgt_mask = subsequent_mask(tgt.size(1), device=tgt.device)  # (T, T)
-        return self.decoder(self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask)
+        return self.decoder(
+            self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask
+        )
 
     def forward(
         self,
@@ -97,7 +102,8 @@ class Transformer(nn.Module):
         tgt_mask: Tensor | None = None,
     ) -> Tensor:
         memory = self.encode(src, src_mask)  # (B, S, d_model)
-        return self.output_projection(self.decode(memory, src_mask, tgt, tgt_mask))  # (B, T, V)
+        # (B, T, V)
+        return self.output_projection(self.decode(memory, src_mask, tgt, tgt_mask))
 
     def attention_maps(self) -> dict[str, list[Tensor]]:
         """Attention weights of the last forward pass run inside ``recording_attention(model)``.
@@ -106,8 +112,12 @@ class Transformer(nn.Module):
         and "cross" (B, h, T, S) (rows are queries, columns keys).
         """
         maps = {
-            "encoder_self": [layer.self_attn.last_weights for layer in self.encoder.layers],
-            "decoder_self": [layer.self_attn.last_weights for layer in self.decoder.layers],
+            "encoder_self": [
+                layer.self_attn.last_weights for layer in self.encoder.layers
+            ],
+            "decoder_self": [
+                layer.self_attn.last_weights for layer in self.decoder.layers
+            ],
             "cross": [layer.cross_attn.last_weights for layer in self.decoder.layers],
         }
         if any(w is None for weights in maps.values() for w in weights):

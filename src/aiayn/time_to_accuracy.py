@@ -43,7 +43,9 @@ def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
     target is reached or ``config.steps`` are done: (step, training seconds, exact match)."""
     state = new_run(config)
     curve, seconds = [], 0.0
-    while state.step < config.steps and (not curve or curve[-1].exact_match < TARGETS[-1]):
+    while state.step < config.steps and (
+        not curve or curve[-1].exact_match < TARGETS[-1]
+    ):
         started = time.perf_counter()
         train_step(state)
         if state.step % config.snapshot_every == 0:
@@ -80,7 +82,8 @@ def report(curves: dict[int, list[Reached]], batch_size: int) -> str:
         if math.isfinite(median.step):
             seen = median.step * batch_size
             lines.append(
-                f"  sequences seen: {seen:,.0f}, {TUTORIAL_SEQUENCES / seen:.1f}x fewer than the "
+                f"  sequences seen: {seen:,.0f}, {TUTORIAL_SEQUENCES / seen:.1f}x "
+                "fewer than the "
                 f"tutorial's {TUTORIAL_SEQUENCES:,}"
             )
     return "\n".join(lines)
@@ -98,10 +101,16 @@ def benchmark_cli() -> None:
     )
     parser.add_argument("--task", default=TrainConfig.task, choices=list(TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--every", type=int, default=250, help="steps between evaluations")
-    parser.add_argument("--n", type=int, default=10_000, help="length-10 evaluation sources")
+    parser.add_argument(
+        "--every", type=int, default=250, help="steps between evaluations"
+    )
+    parser.add_argument(
+        "--n", type=int, default=10_000, help="length-10 evaluation sources"
+    )
     parser.add_argument("--steps", type=int, default=TrainConfig.steps, help="at most")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
+    parser.add_argument(
+        "--threads", type=int, default=os.cpu_count(), help="torch threads"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     curves = {}
@@ -110,10 +119,12 @@ def benchmark_cli() -> None:
         curves[seed] = learning_curve(config, args.every, args.n)
         last = curves[seed][-1]
         reached = ", ".join(
-            f"{target:.1%}: {describe(first_reached(curves[seed], target))}" for target in TARGETS
+            f"{target:.1%}: {describe(first_reached(curves[seed], target))}"
+            for target in TARGETS
         )
         print(
-            f"seed {seed}: stopped at step {last.step} with exact match {last.exact_match:.4f} "
+            f"seed {seed}: stopped at step {last.step} with exact match "
+            f"{last.exact_match:.4f} "
             f"({reached})",
             flush=True,
         )

@@ -46,7 +46,9 @@ def browser():
     if not pathlib.Path(CHROMIUM).is_file():
         pytest.fail(f"{CHROMIUM} not found: install it with `apt-get install chromium`")
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS
+        )
         yield chromium
         chromium.close()
 

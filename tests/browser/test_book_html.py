@@ -11,7 +11,8 @@ import pytest
 import yaml
 from conftest import ROOT, SCREENSHOTS
 
-# The one console message the book theme is known to log, harmlessly, on a fresh profile.
+# The one console message the book theme is known to log, harmlessly, on
+# a fresh profile.
 ALLOWED_CONSOLE_ERRORS = {"Got invalid theme mode: . Resetting to auto."}
 SCREENSHOT_PAGES = {"book/preface.html", "book/paper-at-a-glance.html"}
 
@@ -32,7 +33,9 @@ def open_page(browser, url):
     """Load a page, wait for its images and for MathJax; return (page, console errors)."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors = []
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on(
+        "console", lambda msg: errors.append(msg.text) if msg.type == "error" else None
+    )
     page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
     page.goto(url, wait_until="load")
     page.evaluate(
@@ -55,7 +58,8 @@ def test_page_renders(browser, book_url, path):
         assert console_errors == [], f"{path}: console errors {console_errors}"
 
         broken_images = page.evaluate(
-            "() => [...document.images].filter(i => !(i.naturalWidth > 0)).map(i => i.src)"
+            "() => [...document.images].filter(i => !(i.naturalWidth > 0)).map(i => "
+            "i.src)"
         )
         assert broken_images == [], f"{path}: images that did not load: {broken_images}"
 
@@ -73,7 +77,9 @@ def test_page_renders(browser, book_url, path):
                }"""
         )
         assert math["untypeset"] == [], f"{path}: formulas MathJax did not typeset"
-        assert math["raw"] == [], f"{path}: raw TeX delimiters left in the text: {math['raw']}"
+        assert math["raw"] == [], (
+            f"{path}: raw TeX delimiters left in the text: {math['raw']}"
+        )
 
         nav_links = page.evaluate(
             "() => [...document.querySelectorAll('nav.bd-docs-nav a')]"
@@ -95,7 +101,9 @@ def test_math_check_is_not_vacuous(browser, book_url):
     """At least one page has formulas, so the MathJax assertions above really ran on some."""
     page, _ = open_page(browser, f"{book_url}/book/preface.html")
     try:
-        typeset = page.evaluate("() => document.querySelectorAll('.math mjx-container').length")
+        typeset = page.evaluate(
+            "() => document.querySelectorAll('.math mjx-container').length"
+        )
         assert typeset > 0
     finally:
         page.close()
