@@ -128,7 +128,7 @@ def test_mha_shapes_self_and_cross_attention():
 
 
 def per_head_loop(mha, query, key, value, mask=None):
-    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with explicit per-head weight slices."""
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with per-head weight slices."""
     w_q, w_k, w_v = mha.in_proj.weight.chunk(3)
     b_q, b_k, b_v = mha.in_proj.bias.chunk(3)
     heads = []

@@ -4,12 +4,12 @@ from torch.testing import assert_close
 from aiayn import load_decoder_layer, load_encoder_layer
 from aiayn.bench import BenchConfig, bench_batch, build_models, run
 
-TINY = BenchConfig(d_model=16, nhead=2, layers=2, dim_feedforward=32, dropout=0.0, batch_size=4,
-                   src_len=6, tgt_len=5, vocab=11)  # fmt: skip
+TINY = BenchConfig(d_model=16, nhead=2, layers=2, dim_feedforward=32, dropout=0.0,
+                   batch_size=4, src_len=6, tgt_len=5, vocab=11)  # fmt: skip
 
 
 def test_both_benchmarked_models_compute_the_same_function():
-    """With PyTorch's weights loaded into ours, the two give the same logits on the batch."""
+    """With PyTorch's weights loaded into ours, both give the same logits."""
     torch.manual_seed(0)
     ours, theirs = build_models(TINY)
     ours.eval(), theirs.eval()

@@ -1,9 +1,10 @@
 """The book and the library show the same code.
 
-A chapter teaches a component by defining it in a code cell; ``src/aiayn`` holds the definition
-that the final chapters and the command line import. Every top-level function or class that a
-chapter defines under the name of something in ``aiayn`` must be, character for character, the
-library's source. Editing one without the other fails this test.
+A chapter teaches a component by defining it in a code cell; ``src/aiayn`` holds the
+definition that the final chapters and the command line import. Every top-level function
+or class that a chapter defines under the name of something in ``aiayn`` must be,
+character for character, the library's source. Editing one without the other fails this
+test.
 """
 
 import ast
@@ -41,7 +42,7 @@ def library_definitions() -> dict[str, object]:
 
 
 def chapter_definitions():
-    """(chapter, name, source) for every top-level def/class in a chapter's code cells."""
+    """(chapter, name, source) for each top-level def/class in a chapter's cells."""
     for chapter in sorted(BOOK.glob("*.md")):
         for cell in CODE_CELL.findall(chapter.read_text(encoding="utf-8")):
             code = CELL_OPTION.sub("", cell)

@@ -42,7 +42,7 @@ def test_sinusoidal_encoding_equals_closed_formula():
 
 
 def test_offset_k_is_the_same_rotation_for_every_position():
-    """PE(pos + k) = M_k PE(pos): one fixed 2x2 rotation per (sin, cos) frequency pair."""
+    """PE(pos + k) = M_k PE(pos): a fixed 2x2 rotation per (sin, cos) frequency pair."""
     d_model, k = 8, 5
     pe = sinusoidal_encoding(100, d_model).double()
     pairs = pe.view(100, d_model // 2, 2)  # (pos, i, [sin, cos])

@@ -86,7 +86,7 @@ def test_embedding_scale_is_applied_in_the_model():
 
 
 def test_full_model_padding_invariance():
-    """Extra source padding (masked) and extra target padding leave real logits unchanged."""
+    """Extra (masked) source and target padding leave the real logits unchanged."""
     model = small_model()
     src, tgt = torch.tensor([[3, 4, 5]]), torch.tensor([[1, 8, 9]])
     src_padded, tgt_padded = (

@@ -1,4 +1,4 @@
-"""aiayn.plots: the pictures have the right size and labels, and bad input fails clearly."""
+"""aiayn.plots: pictures of the right size and labels; bad input fails clearly."""
 
 import matplotlib
 
@@ -9,7 +9,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from aiayn import sinusoidal_encoding  # noqa: E402
-from aiayn.plots import plot_attention, plot_attention_grid, plot_positional_encoding  # noqa: E402
+from aiayn.plots import (  # noqa: E402
+    plot_attention,
+    plot_attention_grid,
+    plot_positional_encoding,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ def scaled_dot_product_attention(
     mask: Tensor | None = None,
     dropout: Callable[[Tensor], Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, Eq. (1), written out step by step.
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, Eq. (1), step by step.
 
     Args:
         query: (..., T, d_k) queries.
@@ -28,8 +28,9 @@ def scaled_dot_product_attention(
         dropout: optional module (e.g. ``nn.Dropout``) applied to the attention weights.
 
     Returns:
-        output (..., T, d_v) and weights (..., T, S). Masked positions get exactly zero weight;
-        a query whose keys are all masked gets all-zero weights (and output), never NaN.
+        output (..., T, d_v) and weights (..., T, S). Masked positions get exactly zero
+        weight; a query whose keys are all masked gets all-zero weights (and output),
+        never NaN.
     """
     d_k = query.size(-1)
     # (..., T, d_k) @ (..., d_k, S)
@@ -49,25 +50,27 @@ def scaled_dot_product_attention(
 
 
 class MultiHeadAttention(nn.Module):
-    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W^Q_i, ...).
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, as in §3.2.2.
 
-    The h projections W^Q_i (d_model x d_k each) sit side by side in one (d_model x d_model)
-    matrix W^Q, and likewise W^K and W^V; the three are stacked in one Linear ``in_proj``
-    (rows [0, d_model) are W^Q, then W^K, then W^V), the layout of nn.MultiheadAttention.
-    Head i uses rows [i * d_k, (i + 1) * d_k) of each.
+    The h projections W^Q_i (d_model x d_k each) sit side by side in one (d_model x
+    d_model) matrix W^Q, and likewise W^K and W^V; the three are stacked in one Linear
+    ``in_proj`` (rows [0, d_model) are W^Q, then W^K, then W^V), the layout of
+    nn.MultiheadAttention. Head i uses rows [i * d_k, (i + 1) * d_k) of each.
 
     forward(query (B, T, d_model), key (B, S, d_model), value (B, S, d_model),
             mask broadcastable to (B, T, S)) -> (B, T, d_model)
 
     Set ``keep_weights = True`` to run the explicit Eq. (1) path and keep the attention
     weights (B, h, T, S) of the last call in ``last_weights``; otherwise the fused
-    ``F.scaled_dot_product_attention`` computes the same result in one kernel without storing
-    the weights (much faster for long sequences, about even for short ones). Its boolean attn_mask
-    means what ours means (True = may attend), and for a query whose keys are all masked it
-    returns zeros, as the explicit path does (PyTorch >= 2.5; tests/test_attention.py checks).
+    ``F.scaled_dot_product_attention`` computes the same result in one kernel without
+    storing the weights (much faster for long sequences, about even for short ones). Its
+    boolean attn_mask means what ours means (True = may attend), and for a query whose
+    keys are all masked it returns zeros, as the explicit path does (PyTorch >= 2.5;
+    tests/test_attention.py checks).
 
-    Not in the paper: dropout on the attention weights (§5.4 drops only sub-layer outputs
-    and embedding sums); nn.MultiheadAttention has it, so we do too. dropout=0.0 removes it.
+    Not in the paper: dropout on the attention weights (§5.4 drops only sub-layer
+    outputs and embedding sums); nn.MultiheadAttention has it, so we do too. dropout=0.0
+    removes it.
     """
 
     def __init__(
@@ -87,7 +90,7 @@ class MultiHeadAttention(nn.Module):
         self.last_weights: Tensor | None = None
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
-        """Q W^Q, K W^K, V W^V for all heads at once, with as few matrix products as possible."""
+        """Q W^Q, K W^K, V W^V for all heads at once, in the fewest matrix products."""
         d = self.d_model
         if query is key and key is value:  # self-attention: one product for all three
             # (B, T, 3 d_model) -> 3 x (B, T, d_model)
@@ -142,7 +145,7 @@ class MultiHeadAttention(nn.Module):
 
 @contextmanager
 def recording_attention(model: nn.Module) -> Iterator[nn.Module]:
-    """Within this block every MultiHeadAttention in ``model`` keeps its attention weights."""
+    """Within this block every MultiHeadAttention in ``model`` keeps its weights."""
     attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
     previous = [m.keep_weights for m in attentions]
     for m in attentions:

@@ -1,12 +1,13 @@
-"""Time one training step (forward + backward) of our Transformer against torch.nn.Transformer.
+"""Time a training step (forward + backward) of our Transformer and nn.Transformer.
 
-    python -m aiayn.bench                                    # the two preset configurations
-    python -m aiayn.bench --d-model 64 --nhead 2 --layers 1  # one configuration of your own
+    python -m aiayn.bench                                    # the two presets
+    python -m aiayn.bench --d-model 64 --nhead 2 --layers 1  # a configuration of yours
 
-Both models get the same padded batch, the same masks (source padding; target padding and
-causal), the same embedding and output layers, and the same loss. After a warm-up the two
-models take turns, each going first every other round; the medians and their ratio are printed,
-for wall-clock time and for the CPU time of the process (steadier on a busy machine).
+Both models get the same padded batch, the same masks (source padding; target padding
+and causal), the same embedding and output layers, and the same loss. After a warm-up
+the two models take turns, each going first every other round; the medians and their
+ratio are printed, for wall-clock time and for the CPU time of the process (steadier on
+a busy machine).
 """
 
 import argparse
@@ -46,14 +47,14 @@ class BenchConfig:
 PRESETS = {
     "toy": BenchConfig(),
     "larger": BenchConfig(  # with the paper's dropout
-        d_model=256, dim_feedforward=1024, dropout=0.1, batch_size=64, src_len=24, tgt_len=24,
-        vocab=1000,
+        d_model=256, dim_feedforward=1024, dropout=0.1, batch_size=64,
+        src_len=24, tgt_len=24, vocab=1000,
     ),
 }  # fmt: skip
 
 
 class TorchTransformer(nn.Module):
-    """nn.Transformer between the same embedding and output layers as our Transformer."""
+    """nn.Transformer between the embedding and output layers of our Transformer."""
 
     def __init__(self, cfg: BenchConfig):
         super().__init__()
@@ -61,8 +62,8 @@ class TorchTransformer(nn.Module):
         self.tgt_embed = TokenEmbedding(cfg.vocab, cfg.d_model)
         self.positional = PositionalEncoding(cfg.d_model, dropout=cfg.dropout)
         self.transformer = nn.Transformer(
-            cfg.d_model, cfg.nhead, cfg.layers, cfg.layers, cfg.dim_feedforward, cfg.dropout,
-            batch_first=True,
+            cfg.d_model, cfg.nhead, cfg.layers, cfg.layers, cfg.dim_feedforward,
+            cfg.dropout, batch_first=True,
         )  # fmt: skip
         # nn.Transformer ends both stacks with a LayerNorm; the post-LN paper
         # model (ours) doesn't.
@@ -94,7 +95,7 @@ class BenchBatch:
 
 
 def padded_tokens(cfg: BenchConfig, length: int, generator: torch.Generator) -> Tensor:
-    """(batch_size, length) random tokens; each row ends in a random amount of padding."""
+    """(batch_size, length) random tokens; each row ends in some random padding."""
     tokens = torch.randint(1, cfg.vocab, (cfg.batch_size, length), generator=generator)
     lengths = torch.randint(
         length // 2, length + 1, (cfg.batch_size, 1), generator=generator
@@ -170,8 +171,9 @@ def run(
 def cli() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
-        epilog="Without model or batch options both presets run (toy, larger); with any of them,"
-        " one configuration: the options given, the toy preset for the rest.",
+        epilog="Without model or batch options both presets run (toy, larger); with"
+        " any of them, one configuration: the options given, the toy preset for the"
+        " rest.",
     )
     for field in dataclasses.fields(BenchConfig):
         flag = "--" + field.name.replace("_", "-")

@@ -1,8 +1,9 @@
 """Turning a trained model into output sequences: greedy decoding, batched.
 
-Every decoding strategy needs the same step: given the encoder's memory and the tokens produced
-so far, the scores of the next token. ``next_token_logits`` is that step; ``greedy_decode`` picks
-the best token at each step. A beam search would call the same step and keep several prefixes.
+Every decoding strategy needs the same step: given the encoder's memory and the tokens
+produced so far, the scores of the next token. ``next_token_logits`` is that step;
+``greedy_decode`` picks the best token at each step. A beam search would call the same
+step and keep several prefixes.
 """
 
 import torch
@@ -15,7 +16,7 @@ from aiayn.model import Transformer
 def next_token_logits(
     model: Transformer, memory: Tensor, src_mask: Tensor, prefix: Tensor
 ) -> Tensor:
-    """Scores of the token after ``prefix``: memory (B, S, d_model), prefix (B, t) -> (B, V)."""
+    """Scores of the next token: memory (B, S, d_model), prefix (B, t) -> (B, V)."""
     # (B, t, d_model), causal by default
     hidden = model.decode(memory, src_mask, prefix)
     # only the last position predicts what's next
@@ -26,11 +27,11 @@ def next_token_logits(
 def greedy_decode(
     model: Transformer, src: Tensor, pad_id: int, bos_id: int, eos_id: int, max_len: int
 ) -> Tensor:
-    """Decode a batch of sources one token at a time, always taking the most likely token.
+    """Decode a batch of sources a token at a time, always taking the likeliest token.
 
-    src (B, S) -> (B, <= max_len) token ids, without the start token. Each sequence stops at its
-    end token (kept in the output); positions after it hold ``pad_id``. The loop ends as soon as
-    every sequence has finished.
+    src (B, S) -> (B, <= max_len) token ids, without the start token. Each sequence
+    stops at its end token (kept in the output); positions after it hold ``pad_id``. The
+    loop ends as soon as every sequence has finished.
     """
     src_mask = padding_mask(src, pad_id)  # (B, 1, S)
     # (B, S, d_model): computed once, reused every step

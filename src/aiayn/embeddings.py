@@ -7,7 +7,7 @@ from torch import Tensor, nn
 
 
 class TokenEmbedding(nn.Module):
-    """Learned embedding scaled by sqrt(d_model): (B, S) token ids -> (B, S, d_model)."""
+    """Learned embedding times sqrt(d_model): (B, S) token ids -> (B, S, d_model)."""
 
     def __init__(self, vocab_size: int, d_model: int):
         super().__init__()
@@ -27,7 +27,10 @@ class TokenEmbedding(nn.Module):
 
 
 def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
-    """PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...): (max_len, d_model)."""
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...).
+
+    Returns a (max_len, d_model) tensor.
+    """
     if d_model % 2 != 0:
         raise ValueError(
             f"d_model={d_model} must be even: sines and cosines come in pairs"
@@ -46,7 +49,7 @@ def check_length(length: int, max_len: int) -> None:
 
 
 class PositionalEncoding(nn.Module):
-    """Add the fixed sinusoids to the embeddings, then dropout: (B, S, d_model) -> same shape."""
+    """Add the fixed sinusoids, then dropout: (B, S, d_model) -> (B, S, d_model)."""
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
         super().__init__()

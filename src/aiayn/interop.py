@@ -1,8 +1,9 @@
 """Load weights from PyTorch's own Transformer modules into ours, and convert masks.
 
 Boolean masks mean opposite things on the two sides: here True = "may attend"; in
-nn.MultiheadAttention / nn.Transformer* a boolean attn_mask or key_padding_mask marks with
-True the positions that may NOT be attended to. Convert at the boundary with to_torch_mask.
+nn.MultiheadAttention / nn.Transformer* a boolean attn_mask or key_padding_mask marks
+with True the positions that may NOT be attended to. Convert at the boundary with
+to_torch_mask.
 """
 
 import torch
@@ -14,12 +15,12 @@ from aiayn.layers import DecoderLayer, EncoderLayer, ResidualSublayer
 
 
 def to_torch_mask(mask: Tensor) -> Tensor:
-    """Our mask (True = may attend) -> PyTorch's boolean mask (True = masked): just ``~mask``."""
+    """Our mask (True = may attend) -> PyTorch's (True = masked): just ``~mask``."""
     return ~mask
 
 
 def to_key_padding_mask(mask: Tensor) -> Tensor:
-    """Our padding mask (B, 1, S) -> PyTorch's key_padding_mask (B, S), True at padding."""
+    """Our padding mask (B, 1, S) -> PyTorch's key_padding_mask (B, S): True = pad."""
     return ~mask.squeeze(-2)  # (B, 1, S) -> (B, S)
 
 

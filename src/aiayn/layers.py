@@ -1,4 +1,4 @@
-"""Layer normalisation, residual sub-layers, and the encoder and decoder stacks (§3.1)."""
+"""Layer normalisation, residual sub-layers, the encoder and decoder stacks (§3.1)."""
 
 from collections.abc import Callable
 
@@ -10,13 +10,13 @@ from aiayn.feed_forward import PositionwiseFeedForward
 
 
 class LayerNorm(nn.Module):
-    """Normalise each position's d_model features to mean 0 and variance 1, then scale and shift.
+    """Normalise each position's features to mean 0, variance 1, then scale and shift.
 
-    y = weight * (x - mean) / sqrt(var + eps) + bias, with the biased variance (divide by
-    d_model), exactly as nn.LayerNorm. Shape: (..., d_model) -> (..., d_model).
+    y = weight * (x - mean) / sqrt(var + eps) + bias, with the biased variance (divide
+    by d_model), exactly as nn.LayerNorm. Shape: (..., d_model) -> (..., d_model).
 
-    The layers below use nn.LayerNorm, which computes the same in one fused kernel; written
-    out op by op as here, forward + backward is several times slower.
+    The layers below use nn.LayerNorm, which computes the same in one fused kernel;
+    written out op by op as here, forward + backward is several times slower.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5):
@@ -51,7 +51,7 @@ class ResidualSublayer(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention, then the feed-forward network, each wrapped in a ResidualSublayer.
+    """Self-attention, then the feed-forward network, each in a ResidualSublayer.
 
     forward(x (B, S, d_model), mask broadcastable to (B, S, S)) -> (B, S, d_model)
     """
@@ -115,10 +115,11 @@ class DecoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """A stack of ``num_layers`` identical EncoderLayers: (B, S, d_model) -> (B, S, d_model).
+    """``num_layers`` identical EncoderLayers: (B, S, d_model) -> (B, S, d_model).
 
-    With norm_first=True a final LayerNorm follows the stack (not in the paper): pre-LN layers
-    leave their output un-normalised, so the stack's output needs one last normalisation.
+    With norm_first=True a final LayerNorm follows the stack (not in the paper): pre-LN
+    layers leave their output un-normalised, so the stack's output needs one last
+    normalisation.
     """
 
     def __init__(
@@ -144,9 +145,10 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """A stack of ``num_layers`` identical DecoderLayers: (B, T, d_model) -> (B, T, d_model).
+    """``num_layers`` identical DecoderLayers: (B, T, d_model) -> (B, T, d_model).
 
-    With norm_first=True a final LayerNorm follows the stack (not in the paper), as in Encoder.
+    With norm_first=True a final LayerNorm follows the stack (not in the paper), as in
+    Encoder.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""The Transformer (Figure 1): embeddings, encoder, decoder and the pre-softmax linear layer."""
+"""The Transformer (Figure 1): embeddings, encoder, decoder, output layer."""
 
 from torch import Tensor, nn
 
@@ -15,13 +15,14 @@ class Transformer(nn.Module):
         -> logits (B, T, tgt_vocab); apply softmax (or cross-entropy) yourself.
     Without a tgt_mask the decoder still cannot look ahead (see decode).
 
-    tie_weights=True shares one weight matrix between the target embedding and the pre-softmax
-    linear layer, and also the source embedding when src_vocab == tgt_vocab (§3.4: the paper
-    shares all three, with one vocabulary for both languages).
+    tie_weights=True shares one weight matrix between the target embedding and the
+    pre-softmax linear layer, and also the source embedding when src_vocab == tgt_vocab
+    (§3.4: the paper shares all three, with one vocabulary for both languages).
 
-    Every weight matrix starts Xavier-uniform. ``config`` holds the constructor arguments:
-    ``Transformer(**model.config)`` rebuilds the model. For the attention maps, run it inside
-    ``with recording_attention(model):`` and then call ``model.attention_maps()``.
+    Every weight matrix starts Xavier-uniform. ``config`` holds the constructor
+    arguments: ``Transformer(**model.config)`` rebuilds the model. For the attention
+    maps, run it inside ``with recording_attention(model):`` and then call
+    ``model.attention_maps()``.
     """
 
     def __init__(
@@ -86,7 +87,8 @@ class Transformer(nn.Module):
     ) -> Tensor:
         """(B, T) target ids and memory (B, S, d_model) -> (B, T, d_model).
 
-        Without a tgt_mask the decoder still may not look ahead: subsequent_mask(T) is used.
+        Without a tgt_mask the decoder still may not look ahead: subsequent_mask(T) is
+        used.
         """
         if tgt_mask is None:
             tgt_mask = subsequent_mask(tgt.size(1), device=tgt.device)  # (T, T)
@@ -106,10 +108,10 @@ class Transformer(nn.Module):
         return self.output_projection(self.decode(memory, src_mask, tgt, tgt_mask))
 
     def attention_maps(self) -> dict[str, list[Tensor]]:
-        """Attention weights of the last forward pass run inside ``recording_attention(model)``.
+        """Attention weights of the last forward pass in ``recording_attention(model)``.
 
-        Returns one tensor per layer: "encoder_self" (B, h, S, S), "decoder_self" (B, h, T, T)
-        and "cross" (B, h, T, S) (rows are queries, columns keys).
+        Returns one tensor per layer: "encoder_self" (B, h, S, S), "decoder_self" (B, h,
+        T, T) and "cross" (B, h, T, S) (rows are queries, columns keys).
         """
         maps = {
             "encoder_self": [

@@ -1,7 +1,8 @@
 """Pictures of a model: attention maps and positional encodings, with matplotlib.
 
-Attention pictures follow one convention: rows are queries, columns are keys, tick labels are
-the tokens, and the colour scale runs from 0 to 1 (every row of attention weights sums to 1).
+Attention pictures follow one convention: rows are queries, columns are keys, tick
+labels are the tokens, and the colour scale runs from 0 to 1 (every row of attention
+weights sums to 1).
 """
 
 from collections.abc import Sequence
@@ -23,8 +24,8 @@ def plot_attention(
 ) -> Axes:
     """One attention map (Q, K) as a heatmap: rows = queries, columns = keys.
 
-    Returns the Axes; its image is ``ax.images[0]``. The tokens label the rows and columns, so
-    their counts must match the shape of ``weights``.
+    Returns the Axes; its image is ``ax.images[0]``. The tokens label the rows and
+    columns, so their counts must match the shape of ``weights``.
     """
     weights = torch.as_tensor(weights).detach().cpu()
     if weights.dim() != 2:
@@ -66,7 +67,8 @@ def plot_attention_grid(
     """Every layer (rows of the grid) and head (columns) of one kind of attention.
 
     ``maps_per_layer`` holds one (h, Q, K) tensor per layer, for a single example, e.g.
-    ``[w[0] for w in model.attention_maps()["cross"]]``. One colorbar serves the whole grid.
+    ``[w[0] for w in model.attention_maps()["cross"]]``. One colorbar serves the whole
+    grid.
     """
     maps = [torch.as_tensor(m).detach().cpu() for m in maps_per_layer]
     if not maps or any(m.dim() != 3 for m in maps):
@@ -110,8 +112,10 @@ def plot_positional_encoding(
     ax: Axes | None = None,
     title: str | None = "Sinusoidal positional encoding",
 ) -> Axes:
-    """A (positions, d_model) encoding as a heatmap: one row per position, one column per
-    dimension, values in [-1, 1] on a diverging colour scale."""
+    """A (positions, d_model) encoding as a heatmap, values in [-1, 1].
+
+    One row per position, one column per dimension, on a diverging colour scale.
+    """
     pe = torch.as_tensor(pe).detach().cpu()
     if pe.dim() != 2:
         raise ValueError(

@@ -1,13 +1,14 @@
-"""Time to accuracy: how long the default training takes to reach 99% and 99.9% exact match.
+"""Time to accuracy: how long default training takes to reach 99% and 99.9% exact match.
 
-    python -m aiayn.time_to_accuracy                       # reverse-repeats, seeds 0, 1, 2
+    python -m aiayn.time_to_accuracy                       # reverse-repeats, seeds 0-2
     python -m aiayn.time_to_accuracy --task copy --seeds 0
 
-Each seed trains ``TrainConfig``'s defaults (with that seed) and, every ``--every`` steps,
-greedy-decodes the same 10,000 fresh length-10 sources with the model that training evaluates
-(the mean of the last weight snapshots). Only training is timed, not these evaluations. For each
-target the report gives the first evaluation that reached it, per seed and as the median over
-the seeds, and the sequences seen by then against the seed tutorial's 100,000 steps of 32.
+Each seed trains ``TrainConfig``'s defaults (with that seed) and, every ``--every``
+steps, greedy-decodes the same 10,000 fresh length-10 sources with the model that
+training evaluates (the mean of the last weight snapshots). Only training is timed, not
+these evaluations. For each target the report gives the first evaluation that reached
+it, per seed and as the median over the seeds, and the sequences seen by then against
+the seed tutorial's 100,000 steps of 32.
 """
 
 import argparse
@@ -28,7 +29,7 @@ TUTORIAL_SEQUENCES = 100_000 * 32  # the seed tutorial: 100,000 steps at batch 3
 
 @dataclasses.dataclass(frozen=True)
 class Reached:
-    """The first evaluation at or above a target exact match (inf: never, within the steps)."""
+    """The first evaluation at or above a target exact match (inf: never reached)."""
 
     step: float
     seconds: float
@@ -39,8 +40,11 @@ NOT_REACHED = Reached(math.inf, math.inf, math.nan)
 
 
 def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
-    """Train ``config``, evaluating on n length-10 sources every ``every`` steps, until the last
-    target is reached or ``config.steps`` are done: (step, training seconds, exact match)."""
+    """Train ``config``, evaluating on n length-10 sources every ``every`` steps.
+
+    Stops when the last target is reached or ``config.steps`` are done; returns one
+    (step, training seconds, exact match) per evaluation.
+    """
     state = new_run(config)
     curve, seconds = [], 0.0
     while state.step < config.steps and (
@@ -62,7 +66,7 @@ def first_reached(curve: list[Reached], target: float) -> Reached:
 
 
 def median_reached(per_seed: list[Reached]) -> Reached:
-    """The median step and the median seconds over seeds (a seed that never got there: inf)."""
+    """Median step and median seconds over seeds (a seed that never got there: inf)."""
     return Reached(
         statistics.median(r.step for r in per_seed),
         statistics.median(r.seconds for r in per_seed),

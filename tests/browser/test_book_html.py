@@ -1,8 +1,8 @@
 """Open every page of the built book in headless Chromium and check what a reader would see.
 
-For each page: it loads with no console error; every image has loaded; MathJax typeset every
-formula and no raw TeX delimiter is left in the text; the navigation lists every chapter.
-Screenshots of two pages are saved under _build/screenshots/.
+For each page: it loads with no console error; every image has loaded; MathJax typeset
+every formula and no raw TeX delimiter is left in the text; the navigation lists every
+chapter. Screenshots of two pages are saved under _build/screenshots/.
 """
 
 import pathlib
