@@ -12,6 +12,7 @@ PY       := $(VENV)/bin/python
 JB       := $(VENV)/bin/jupyter-book
 BUILD    := _build
 NBVAL    := $(BUILD)/nbval
+LINT     := $(BUILD)/lint
 CACHE    := $(BUILD)/.jupyter_cache
 RUNS     := $(BUILD)/runs
 SETUP    := $(VENV)/.installed
@@ -59,8 +60,16 @@ book: $(SETUP) $(BUILD)/.src-stamp models
 test: lint unit notebooks strict-book browser
 	@echo "make test: every check passed"
 
+# The library and tests, then the chapters' code: every chapter converted to a git-ignored
+# notebook under $(LINT) and checked cell by cell with book/ruff.toml (88 columns, pyflakes).
 lint: $(SETUP)
 	$(VENV)/bin/ruff check src tests
+	rm -rf $(LINT) && mkdir -p $(LINT)
+	for chapter in $(CHAPTERS); do \
+	  $(VENV)/bin/jupytext --quiet --to ipynb --output $(LINT)/$$(basename $${chapter%.md}).ipynb $$chapter; \
+	done
+	test "$$(ls $(LINT)/*.ipynb | wc -l)" -eq "$(words $(CHAPTERS))"
+	$(VENV)/bin/ruff check --config book/ruff.toml $(LINT)/*.ipynb
 
 unit: $(SETUP)
 	$(PY) -m pytest tests

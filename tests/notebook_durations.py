@@ -1,7 +1,8 @@
 """A pytest plugin that prints how long each notebook took under nbval.
 
-nbval reports one test per cell; this sums the cells (kernel start-up included) per notebook.
-Load it with ``python -m pytest -p tests.notebook_durations --nbval-lax NOTEBOOKS``.
+nbval reports one test per cell; this sums the cells (kernel start-up included) per
+notebook. Load it with ``python -m pytest -p tests.notebook_durations --nbval-lax
+NOTEBOOKS``.
 """
 
 from collections import defaultdict

@@ -5,7 +5,12 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-from aiayn import MultiHeadAttention, padding_mask, scaled_dot_product_attention, subsequent_mask
+from aiayn import (
+    MultiHeadAttention,
+    padding_mask,
+    scaled_dot_product_attention,
+    subsequent_mask,
+)
 
 
 def random_qkv(batch=2, heads=3, t=4, s=5, d_k=8, seed=0):
@@ -24,7 +29,8 @@ def random_mask(shape, seed=0):
     return mask
 
 
-# --- scaled dot-product attention (Eq. 1) -------------------------------------------------
+# --- scaled dot-product attention (Eq. 1)
+# -------------------------------------------------
 
 
 def test_sdpa_shapes_and_rows_sum_to_one():
@@ -43,7 +49,10 @@ def test_sdpa_equals_formula_written_out():
 
 def test_sdpa_matches_pytorch_without_mask():
     q, k, v = random_qkv()
-    assert_close(scaled_dot_product_attention(q, k, v)[0], F.scaled_dot_product_attention(q, k, v))
+    assert_close(
+        scaled_dot_product_attention(q, k, v)[0],
+        F.scaled_dot_product_attention(q, k, v),
+    )
 
 
 def test_sdpa_matches_pytorch_with_mask():
@@ -95,7 +104,8 @@ def test_sdpa_applies_dropout_module_to_weights():
     assert not torch.allclose(weights.sum(-1), torch.ones(2, 3, 4))
 
 
-# --- multi-head attention --------------------------------------------------------------
+# --- multi-head attention
+# --------------------------------------------------------------
 
 
 def make_mha(d_model=16, nhead=4, seed=0, **kwargs):
@@ -118,7 +128,7 @@ def test_mha_shapes_self_and_cross_attention():
 
 
 def per_head_loop(mha, query, key, value, mask=None):
-    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with explicit per-head weight slices."""
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with per-head weight slices."""
     w_q, w_k, w_v = mha.in_proj.weight.chunk(3)
     b_q, b_k, b_v = mha.in_proj.bias.chunk(3)
     heads = []
@@ -141,7 +151,9 @@ def test_mha_equals_loop_over_heads(keep_weights):
     x, memory = torch.randn(2, 3, 16), torch.randn(2, 6, 16)
     mask = random_mask((2, 1, 6))
     assert_close(mha(x, x, x), per_head_loop(mha, x, x, x))
-    assert_close(mha(x, memory, memory, mask), per_head_loop(mha, x, memory, memory, mask))
+    assert_close(
+        mha(x, memory, memory, mask), per_head_loop(mha, x, memory, memory, mask)
+    )
     value = torch.randn(2, 6, 16)
     assert_close(mha(x, memory, value), per_head_loop(mha, x, memory, value))
 
@@ -149,7 +161,9 @@ def test_mha_equals_loop_over_heads(keep_weights):
 def test_mha_fast_and_explicit_paths_agree():
     mha = make_mha()
     x = torch.randn(3, 6, 16)
-    mask = padding_mask(torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0], [1] * 6]), 0)
+    mask = padding_mask(
+        torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0], [1] * 6]), 0
+    )
     mask = mask & subsequent_mask(6)  # (B, 6, 6)
     fast = mha(x, x, x, mask)
     assert mha.last_weights is None
@@ -178,7 +192,9 @@ def test_mha_output_is_invariant_to_permuting_keys_and_values():
     mask = random_mask((2, 1, 7))
     perm = torch.randperm(7)
     permuted = memory[:, perm]
-    assert_close(mha(x, memory, memory, mask), mha(x, permuted, permuted, mask[..., perm]))
+    assert_close(
+        mha(x, memory, memory, mask), mha(x, permuted, permuted, mask[..., perm])
+    )
 
 
 def test_mha_rejects_float_mask_and_bad_shape():

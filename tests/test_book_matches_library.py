@@ -1,9 +1,10 @@
 """The book and the library show the same code.
 
-A chapter teaches a component by defining it in a code cell; ``src/aiayn`` holds the definition
-that the final chapters and the command line import. Every top-level function or class that a
-chapter defines under the name of something in ``aiayn`` must be, character for character, the
-library's source. Editing one without the other fails this test.
+A chapter teaches a component by defining it in a code cell; ``src/aiayn`` holds the
+definition that the final chapters and the command line import. Every top-level function
+or class that a chapter defines under the name of something in ``aiayn`` must be,
+character for character, the library's source. Editing one without the other fails this
+test.
 """
 
 import ast
@@ -33,25 +34,32 @@ def library_definitions() -> dict[str, object]:
             if (inspect.isfunction(member) or inspect.isclass(member)) and (
                 member.__module__ == module.__name__
             ):
-                assert name not in definitions, f"{name} is defined in two aiayn modules"
+                assert name not in definitions, (
+                    f"{name} is defined in two aiayn modules"
+                )
                 definitions[name] = member
     return definitions
 
 
 def chapter_definitions():
-    """(chapter, name, source) for every top-level def/class in a chapter's code cells."""
+    """(chapter, name, source) for each top-level def/class in a chapter's cells."""
     for chapter in sorted(BOOK.glob("*.md")):
         for cell in CODE_CELL.findall(chapter.read_text(encoding="utf-8")):
             code = CELL_OPTION.sub("", cell)
             try:
                 tree = ast.parse(code)
             except SyntaxError:
-                continue  # IPython syntax (magics); such a cell defines nothing of the library
+                # IPython syntax (magics); such a cell defines nothing of the library
+                continue
             lines = code.splitlines()
             for node in tree.body:
                 if isinstance(node, ast.FunctionDef | ast.ClassDef):
                     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                    yield chapter.name, node.name, "\n".join(lines[first - 1 : node.end_lineno])
+                    yield (
+                        chapter.name,
+                        node.name,
+                        "\n".join(lines[first - 1 : node.end_lineno]),
+                    )
 
 
 LIBRARY = library_definitions()
@@ -59,7 +67,9 @@ TAUGHT = [(ch, name, src) for ch, name, src in chapter_definitions() if name in 
 
 
 def test_library_definitions_are_found():
-    assert {"MultiHeadAttention", "Transformer", "make_batch", "greedy_decode"} <= set(LIBRARY)
+    assert {"MultiHeadAttention", "Transformer", "make_batch", "greedy_decode"} <= set(
+        LIBRARY
+    )
 
 
 @pytest.mark.parametrize(

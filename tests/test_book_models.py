@@ -1,4 +1,4 @@
-"""The book's trained models: made once by `make models`, then only loaded by the chapters."""
+"""The book's trained models: made once by `make models`, then loaded by the chapters."""
 
 import dataclasses
 
@@ -7,7 +7,9 @@ import pytest
 from aiayn import book_models, training
 from aiayn.training import TrainConfig
 
-TINY = dict(d_model=32, nhead=2, num_layers=1, dim_feedforward=64, batch_size=16, eval_size=20)
+TINY = dict(
+    d_model=32, nhead=2, num_layers=1, dim_feedforward=64, batch_size=16, eval_size=20
+)
 
 
 @pytest.fixture
@@ -25,8 +27,8 @@ def test_the_book_models_are_the_chapters_configurations():
     assert book_models.BOOK_MODELS["reverse-repeats"] == TrainConfig()  # the CLI's defaults
     for name in ("copy", "reverse"):
         config = book_models.BOOK_MODELS[name]
-        assert config == dataclasses.replace(TrainConfig(), task=name, num_layers=1,
-                                             eval_every=100)
+        easier = dict(task=name, num_layers=1, eval_every=100)
+        assert config == dataclasses.replace(TrainConfig(), **easier)
 
 
 def test_main_trains_every_missing_model_once(tiny_book_models, tmp_path, capsys):
@@ -36,8 +38,9 @@ def test_main_trains_every_missing_model_once(tiny_book_models, tmp_path, capsys
     assert [line.split(":")[0] for line in printed] == ["copy", "reverse"]
 
 
-def test_a_chapter_loads_a_finished_model_without_training(tiny_book_models, tmp_path,
-                                                            monkeypatch):
+def test_a_chapter_loads_a_finished_model_without_training(
+    tiny_book_models, tmp_path, monkeypatch
+):
     trained = book_models.book_model("copy", tmp_path)
     assert trained.finished
 
@@ -50,5 +53,6 @@ def test_a_chapter_loads_a_finished_model_without_training(tiny_book_models, tmp
 
 
 def test_a_missing_model_is_trained_where_it_is_asked_for(tiny_book_models, tmp_path):
-    state = book_models.book_model("reverse", tmp_path)  # a reader running one chapter alone
+    # a reader who runs one chapter alone, without `make models`
+    state = book_models.book_model("reverse", tmp_path)
     assert state.finished and (tmp_path / "reverse.pt").is_file()

@@ -36,17 +36,20 @@ def test_sinusoidal_encoding_equals_closed_formula():
         for i in range(d_model // 2):
             angle = pos / 10000 ** (2 * i / d_model)
             assert math.isclose(pe[pos, 2 * i].item(), math.sin(angle), abs_tol=1e-6)
-            assert math.isclose(pe[pos, 2 * i + 1].item(), math.cos(angle), abs_tol=1e-6)
+            assert math.isclose(
+                pe[pos, 2 * i + 1].item(), math.cos(angle), abs_tol=1e-6
+            )
 
 
 def test_offset_k_is_the_same_rotation_for_every_position():
-    """PE(pos + k) = M_k PE(pos): one fixed 2x2 rotation per (sin, cos) frequency pair."""
+    """PE(pos + k) = M_k PE(pos): a fixed 2x2 rotation per (sin, cos) frequency pair."""
     d_model, k = 8, 5
     pe = sinusoidal_encoding(100, d_model).double()
     pairs = pe.view(100, d_model // 2, 2)  # (pos, i, [sin, cos])
     omega = 1 / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     c, s = torch.cos(k * omega), torch.sin(k * omega)
-    rotation = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)  # (i, 2, 2)
+    # (i, 2, 2)
+    rotation = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)
     # sin(a + b) = sin a cos b + cos a sin b;  cos(a + b) = cos a cos b - sin a sin b
     shifted = torch.einsum("pij,ikj->pik", pairs[:-k], rotation)
     assert_close(shifted, pairs[k:], atol=1e-6, rtol=0)

@@ -21,14 +21,17 @@ def loaded_pair(bias=True):
     with torch.no_grad():
         for p in theirs.parameters():
             p.normal_(std=0.3)  # nonzero biases too
-    ours = load_multihead_attention(MultiHeadAttention(D_MODEL, NHEAD, bias=bias), theirs).eval()
+    ours = load_multihead_attention(
+        MultiHeadAttention(D_MODEL, NHEAD, bias=bias), theirs
+    ).eval()
     return ours, theirs
 
 
 def test_mask_conventions_are_opposite():
     mask = padding_mask(torch.tensor([[5, 6, 0]]), 0)
     assert torch.equal(to_torch_mask(mask), ~mask)
-    assert to_key_padding_mask(mask).tolist() == [[False, False, True]]  # True = padding
+    # True = padding
+    assert to_key_padding_mask(mask).tolist() == [[False, False, True]]
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -42,7 +45,8 @@ def test_multihead_attention_matches_pytorch_self_attention(bias):
 def test_multihead_attention_matches_pytorch_with_key_padding_mask():
     ours, theirs = loaded_pair()
     x, memory = torch.randn(2, 3, D_MODEL), torch.randn(2, 6, D_MODEL)
-    mask = padding_mask(torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]]), 0)  # (B, 1, S)
+    # (B, 1, S)
+    mask = padding_mask(torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]]), 0)
     expected, _ = theirs(x, memory, memory, key_padding_mask=to_key_padding_mask(mask))
     assert_close(ours(x, memory, memory, mask), expected)
 
@@ -52,7 +56,12 @@ def test_multihead_attention_matches_pytorch_with_causal_bool_mask_and_weights()
     x = torch.randn(2, 5, D_MODEL)
     mask = subsequent_mask(5)  # ours: True = may attend
     expected, their_weights = theirs(
-        x, x, x, attn_mask=to_torch_mask(mask), need_weights=True, average_attn_weights=False
+        x,
+        x,
+        x,
+        attn_mask=to_torch_mask(mask),
+        need_weights=True,
+        average_attn_weights=False,
     )
     ours.keep_weights = True
     assert_close(ours(x, x, x, mask), expected)
@@ -61,4 +70,6 @@ def test_multihead_attention_matches_pytorch_with_causal_bool_mask_and_weights()
 
 def test_load_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="d_model=16, nhead=4"):
-        load_multihead_attention(MultiHeadAttention(16, 4), nn.MultiheadAttention(16, 2))
+        load_multihead_attention(
+            MultiHeadAttention(16, 4), nn.MultiheadAttention(16, 2)
+        )

@@ -54,11 +54,14 @@ def test_encoder_layer_matches_pytorch(norm_first):
     theirs = nn.TransformerEncoderLayer(
         D_MODEL, NHEAD, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
     ).eval()
-    ours = load_encoder_layer(EncoderLayer(D_MODEL, NHEAD, D_FF, 0.0, norm_first), theirs).eval()
+    ours = load_encoder_layer(
+        EncoderLayer(D_MODEL, NHEAD, D_FF, 0.0, norm_first), theirs
+    ).eval()
     x = torch.randn(3, 5, D_MODEL)
     mask = padding_mask(SRC, 0)
     expected = theirs(x, src_key_padding_mask=to_key_padding_mask(mask))
-    real = mask.squeeze(1)  # PyTorch's fast path may zero the padded positions; compare the rest
+    # PyTorch's fast path may zero the padded positions; compare the rest
+    real = mask.squeeze(1)
     assert_close(ours(x, mask)[real], expected[real])
 
 
@@ -68,7 +71,9 @@ def test_decoder_layer_matches_pytorch(norm_first):
     theirs = nn.TransformerDecoderLayer(
         D_MODEL, NHEAD, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
     ).eval()
-    ours = load_decoder_layer(DecoderLayer(D_MODEL, NHEAD, D_FF, 0.0, norm_first), theirs).eval()
+    ours = load_decoder_layer(
+        DecoderLayer(D_MODEL, NHEAD, D_FF, 0.0, norm_first), theirs
+    ).eval()
     x, memory = torch.randn(3, 4, D_MODEL), torch.randn(3, 5, D_MODEL)
     src_mask, tgt_mask = padding_mask(SRC, 0), target_mask(TGT, 0)
     expected = theirs(
@@ -87,7 +92,8 @@ def test_stacks_match_pytorch(norm_first):
     kwargs = dict(dropout=0.0, batch_first=True, norm_first=norm_first)
     encoder_layer = nn.TransformerEncoderLayer(D_MODEL, NHEAD, D_FF, **kwargs)
     decoder_layer = nn.TransformerDecoderLayer(D_MODEL, NHEAD, D_FF, **kwargs)
-    final_norm = nn.LayerNorm(D_MODEL) if norm_first else None  # pre-LN needs one; post-LN none
+    # pre-LN needs one; post-LN none
+    final_norm = nn.LayerNorm(D_MODEL) if norm_first else None
     their_encoder = nn.TransformerEncoder(
         encoder_layer, 2, norm=final_norm, enable_nested_tensor=False
     ).eval()
@@ -102,11 +108,15 @@ def test_stacks_match_pytorch(norm_first):
         encoder.norm.load_state_dict(final_norm.state_dict())
         decoder.norm.load_state_dict(final_norm.state_dict())
     else:
-        assert isinstance(encoder.norm, nn.Identity) and isinstance(decoder.norm, nn.Identity)
+        assert isinstance(encoder.norm, nn.Identity) and isinstance(
+            decoder.norm, nn.Identity
+        )
     src, tgt = torch.randn(3, 5, D_MODEL), torch.randn(3, 4, D_MODEL)
     src_mask = padding_mask(SRC, 0)
     memory = encoder(src, src_mask)
-    assert_close(memory, their_encoder(src, src_key_padding_mask=to_key_padding_mask(src_mask)))
+    assert_close(
+        memory, their_encoder(src, src_key_padding_mask=to_key_padding_mask(src_mask))
+    )
     expected = their_decoder(
         tgt,
         memory,
@@ -118,10 +128,14 @@ def test_stacks_match_pytorch(norm_first):
 
 
 def test_interop_refuses_mismatched_layers():
-    theirs = nn.TransformerEncoderLayer(D_MODEL, NHEAD, D_FF, batch_first=True, norm_first=True)
+    theirs = nn.TransformerEncoderLayer(
+        D_MODEL, NHEAD, D_FF, batch_first=True, norm_first=True
+    )
     with pytest.raises(ValueError, match="norm_first"):
         load_encoder_layer(EncoderLayer(D_MODEL, NHEAD, D_FF), theirs)
-    theirs = nn.TransformerDecoderLayer(D_MODEL, NHEAD, D_FF, batch_first=True, activation="gelu")
+    theirs = nn.TransformerDecoderLayer(
+        D_MODEL, NHEAD, D_FF, batch_first=True, activation="gelu"
+    )
     with pytest.raises(ValueError, match="activation"):
         load_decoder_layer(DecoderLayer(D_MODEL, NHEAD, D_FF), theirs)
 
@@ -146,6 +160,7 @@ def test_encoder_padding_invariance():
     torch.manual_seed(0)
     encoder = Encoder(D_MODEL, NHEAD, 2, D_FF, 0.0).eval()
     x = torch.randn(2, 4, D_MODEL)
-    padded = torch.cat([x, torch.randn(2, 3, D_MODEL)], dim=1)  # 3 positions of "padding"
+    # 3 positions of "padding"
+    padded = torch.cat([x, torch.randn(2, 3, D_MODEL)], dim=1)
     mask = torch.tensor([True] * 4 + [False] * 3).expand(2, 1, 7)
     assert_close(encoder(padded, mask)[:, :4], encoder(x))

@@ -14,7 +14,9 @@ def test_padding_mask_marks_real_tokens_and_broadcasts_over_queries():
 def test_subsequent_mask_is_lower_triangular_with_diagonal():
     mask = subsequent_mask(4)
     assert mask.dtype == torch.bool
-    assert torch.equal(mask, torch.tensor([[i >= j for j in range(4)] for i in range(4)]))
+    assert torch.equal(
+        mask, torch.tensor([[i >= j for j in range(4)] for i in range(4)])
+    )
 
 
 def test_target_mask_combines_padding_and_causality():
@@ -62,5 +64,6 @@ def test_check_mask_rejects_shapes_that_do_not_broadcast(shape):
     ],
 )
 def test_check_mask_rejects_a_key_padding_mask_without_its_middle_axis(shape, scores):
-    with pytest.raises(ValueError, match=r"key-padding mask needs the middle axis: \(B, 1, S\)"):
+    expected = r"key-padding mask needs the middle axis: \(B, 1, S\)"
+    with pytest.raises(ValueError, match=expected):
         check_mask(torch.ones(shape, dtype=torch.bool), scores)

@@ -6,14 +6,18 @@ from torch.testing import assert_close
 
 from aiayn import Transformer, padding_mask, recording_attention, target_mask
 
-SMALL = dict(d_model=16, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=32)
+SMALL = dict(
+    d_model=16, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=32
+)
 SRC = torch.tensor([[3, 4, 5, 6, 7], [3, 4, 5, 0, 0]])  # 0 = padding
 TGT = torch.tensor([[1, 8, 9, 2], [1, 8, 0, 0]])
 
 
 def small_model(src_vocab=11, tgt_vocab=11, seed=0, **kwargs):
     torch.manual_seed(seed)
-    return Transformer(src_vocab, tgt_vocab, **{**SMALL, "dropout": 0.0, **kwargs}).eval()
+    return Transformer(
+        src_vocab, tgt_vocab, **{**SMALL, "dropout": 0.0, **kwargs}
+    ).eval()
 
 
 def masks(src=SRC, tgt=TGT):
@@ -24,7 +28,8 @@ def test_forward_returns_logits_of_the_right_shape():
     model = small_model(tgt_vocab=13)
     logits = model(SRC, TGT, *masks())
     assert logits.shape == (2, 4, 13)
-    assert not torch.allclose(logits.sum(-1), torch.ones(2, 4))  # logits, not probabilities
+    # logits, not probabilities
+    assert not torch.allclose(logits.sum(-1), torch.ones(2, 4))
     assert model.encode(SRC, masks()[0]).shape == (2, 5, 16)
 
 
@@ -81,10 +86,13 @@ def test_embedding_scale_is_applied_in_the_model():
 
 
 def test_full_model_padding_invariance():
-    """Extra source padding (masked) and extra target padding leave real logits unchanged."""
+    """Extra (masked) source and target padding leave the real logits unchanged."""
     model = small_model()
     src, tgt = torch.tensor([[3, 4, 5]]), torch.tensor([[1, 8, 9]])
-    src_padded, tgt_padded = torch.tensor([[3, 4, 5, 0, 0]]), torch.tensor([[1, 8, 9, 0]])
+    src_padded, tgt_padded = (
+        torch.tensor([[3, 4, 5, 0, 0]]),
+        torch.tensor([[1, 8, 9, 0]]),
+    )
     expected = model(src, tgt, *masks(src, tgt))
     padded = model(src_padded, tgt_padded, *masks(src_padded, tgt_padded))
     assert_close(padded[:, :3], expected)
@@ -117,11 +125,16 @@ def test_attention_maps_after_a_recorded_forward_pass():
         model.attention_maps()
     with recording_attention(model):
         logits = model(SRC, TGT, src_mask, tgt_mask)
-    assert_close(logits, model(SRC, TGT, src_mask, tgt_mask))  # the same as the fast path
+    # the same as the fast path
+    assert_close(logits, model(SRC, TGT, src_mask, tgt_mask))
     with recording_attention(model):
         model(SRC, TGT, src_mask, tgt_mask)
     maps = model.attention_maps()
-    assert [len(maps[k]) for k in ("encoder_self", "decoder_self", "cross")] == [2, 2, 2]
+    assert [len(maps[k]) for k in ("encoder_self", "decoder_self", "cross")] == [
+        2,
+        2,
+        2,
+    ]
     assert all(w.shape == (2, 4, 5, 5) for w in maps["encoder_self"])
     assert all(w.shape == (2, 4, 4, 4) for w in maps["decoder_self"])
     assert all(w.shape == (2, 4, 4, 5) for w in maps["cross"])
@@ -129,7 +142,9 @@ def test_attention_maps_after_a_recorded_forward_pass():
         assert (weights[1, :, :, 3:] == 0).all()  # source padding gets no attention
     for weights in maps["decoder_self"]:
         assert (weights.triu(diagonal=1) == 0).all()  # no attention to the future
-    assert not any(m.keep_weights for m in model.modules() if hasattr(m, "keep_weights"))
+    assert not any(
+        m.keep_weights for m in model.modules() if hasattr(m, "keep_weights")
+    )
 
 
 def test_bad_token_ids_and_lengths_raise_clear_errors():
@@ -145,7 +160,8 @@ def test_bad_token_ids_and_lengths_raise_clear_errors():
 def test_base_model_parameter_count_on_meta_device():
     with torch.device("meta"):
         model = Transformer(37000, 37000)
-    n_params = sum(p.numel() for p in model.parameters())  # the shared matrix counted once
+    # the shared matrix counted once
+    n_params = sum(p.numel() for p in model.parameters())
     assert model.output_projection.weight.is_meta
     assert n_params == 63_082_496
     assert 60e6 < n_params < 65e6

@@ -1,4 +1,4 @@
-"""aiayn.plots: the pictures have the right size and labels, and bad input fails clearly."""
+"""aiayn.plots: pictures of the right size and labels; bad input fails clearly."""
 
 import matplotlib
 
@@ -9,7 +9,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from aiayn import sinusoidal_encoding  # noqa: E402
-from aiayn.plots import plot_attention, plot_attention_grid, plot_positional_encoding  # noqa: E402
+from aiayn.plots import (  # noqa: E402
+    plot_attention,
+    plot_attention_grid,
+    plot_positional_encoding,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -29,14 +33,20 @@ def test_attention_rows_are_queries_columns_are_keys():
     assert ax.images[0].get_array().shape == (3, 5)
     assert labels(ax, "y") == ["a", "b", "c"]
     assert labels(ax, "x") == ["1", "2", "3", "4", "5"]
-    assert ax.get_xlabel() == "key" and ax.get_ylabel() == "query" and ax.get_title() == "t"
+    assert (
+        ax.get_xlabel() == "key"
+        and ax.get_ylabel() == "query"
+        and ax.get_title() == "t"
+    )
     assert ax.images[0].get_clim() == (0.0, 1.0)
     assert len(ax.figure.axes) == 2  # the map and its colorbar
 
 
 def test_attention_draws_on_given_axes_without_colorbar():
     fig, ax = plt.subplots()
-    returned = plot_attention(torch.eye(2), ["x", "y"], ["x", "y"], ax=ax, colorbar=False)
+    returned = plot_attention(
+        torch.eye(2), ["x", "y"], ["x", "y"], ax=ax, colorbar=False
+    )
     assert returned is ax and len(fig.axes) == 1
 
 
@@ -71,10 +81,14 @@ def test_grid_has_a_map_per_layer_and_head():
 
 
 def test_grid_rejects_bad_shapes_and_labels():
-    with pytest.raises(ValueError, match="one \\(heads, queries, keys\\) tensor per layer"):
+    with pytest.raises(
+        ValueError, match="one \\(heads, queries, keys\\) tensor per layer"
+    ):
         plot_attention_grid([torch.rand(3, 6)], list("abc"), list("uvwxyz"))
     with pytest.raises(ValueError, match="layers differ"):
-        plot_attention_grid([torch.rand(2, 3, 6), torch.rand(2, 3, 5)], list("abc"), list("uvwxy"))
+        plot_attention_grid(
+            [torch.rand(2, 3, 6), torch.rand(2, 3, 5)], list("abc"), list("uvwxy")
+        )
     with pytest.raises(ValueError, match="3 key labels"):
         plot_attention_grid([torch.rand(2, 3, 6)], list("abc"), list("uvw"))
 

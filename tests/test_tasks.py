@@ -26,7 +26,8 @@ def test_reverse_repeats_marks_every_even_occurrence():
 
 
 @pytest.mark.parametrize(
-    ("name", "source", "target"), [("copy", "3 1 4", "3 1 4"), ("reverse", "3 1 4", "4 1 3")]
+    ("name", "source", "target"),
+    [("copy", "3 1 4", "3 1 4"), ("reverse", "3 1 4", "4 1 3")],
 )
 def test_copy_and_reverse(name, source, target):
     assert get_task(name).target(source) == target
@@ -64,7 +65,8 @@ def test_batch_is_padded_and_shifted_for_teacher_forcing():
     batch = make_batch(task, ["1 2 3", "4"])
     assert batch.src.tolist()[1] == [VOCABULARY.index("4"), EOS_ID, PAD_ID, PAD_ID]
     assert batch.tgt_in[:, 0].tolist() == [BOS_ID, BOS_ID]
-    assert torch.equal(batch.tgt_in[0, 1:], batch.tgt_out[0, :-1])  # shifted right by one
+    # shifted right by one
+    assert torch.equal(batch.tgt_in[0, 1:], batch.tgt_out[0, :-1])
     assert batch.tgt_out[1].tolist() == [VOCABULARY.index("4"), EOS_ID, PAD_ID, PAD_ID]
     assert batch.num_tokens == 4 + 2
 
@@ -89,5 +91,6 @@ def test_held_out_sources_are_deterministic_and_prefixes_of_each_other():
 
 
 def test_unknown_split_names_the_choices():
-    with pytest.raises(ValueError, match="unknown split 'train': choose one of validation, test"):
+    expected = "unknown split 'train': choose one of validation, test"
+    with pytest.raises(ValueError, match=expected):
         held_out_sources(get_task("copy"), "train", 10)

@@ -22,7 +22,11 @@ def test_learning_curve_evaluates_every_few_steps_and_times_training():
 
 
 def test_first_reached_and_the_median_over_seeds():
-    curve = [Reached(250, 10.0, 0.95), Reached(500, 20.0, 0.992), Reached(750, 30.0, 0.9995)]
+    curve = [
+        Reached(250, 10.0, 0.95),
+        Reached(500, 20.0, 0.992),
+        Reached(750, 30.0, 0.9995),
+    ]
     assert first_reached(curve, 0.99) == curve[1]
     assert first_reached(curve, 0.999) == curve[2]
     assert first_reached(curve[:2], 0.999) == NOT_REACHED

@@ -1,6 +1,10 @@
 """The Transformer of *Attention Is All You Need*, built bottom-up."""
 
-from aiayn.attention import MultiHeadAttention, recording_attention, scaled_dot_product_attention
+from aiayn.attention import (
+    MultiHeadAttention,
+    recording_attention,
+    scaled_dot_product_attention,
+)
 from aiayn.embeddings import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
@@ -15,7 +19,14 @@ from aiayn.interop import (
     to_key_padding_mask,
     to_torch_mask,
 )
-from aiayn.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerNorm, ResidualSublayer
+from aiayn.layers import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    LayerNorm,
+    ResidualSublayer,
+)
 from aiayn.masks import check_mask, padding_mask, subsequent_mask, target_mask
 from aiayn.model import Transformer
 

@@ -18,7 +18,7 @@ def scaled_dot_product_attention(
     mask: Tensor | None = None,
     dropout: Callable[[Tensor], Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, Eq. (1), written out step by step.
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, Eq. (1), step by step.
 
     Args:
         query: (..., T, d_k) queries.
@@ -28,46 +28,54 @@ def scaled_dot_product_attention(
         dropout: optional module (e.g. ``nn.Dropout``) applied to the attention weights.
 
     Returns:
-        output (..., T, d_v) and weights (..., T, S). Masked positions get exactly zero weight;
-        a query whose keys are all masked gets all-zero weights (and output), never NaN.
+        output (..., T, d_v) and weights (..., T, S). Masked positions get exactly zero
+        weight; a query whose keys are all masked gets all-zero weights (and output),
+        never NaN.
     """
     d_k = query.size(-1)
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., T, d_k) @ (..., d_k, S)
+    # (..., T, d_k) @ (..., d_k, S)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
         check_mask(mask, scores.shape)
-        # The paper's -inf, but finite: the most negative number of this dtype (float16 too).
+        # The paper's -inf, but finite: the most negative number of this
+        # dtype (float16 too).
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)  # (..., T, S), each row sums to 1
     if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)  # exact zeros; fully masked rows become 0
+        # exact zeros; fully masked rows become 0
+        weights = weights.masked_fill(~mask, 0.0)
     if dropout is not None:
         weights = dropout(weights)
     return weights @ value, weights  # (..., T, S) @ (..., S, d_v) -> (..., T, d_v)
 
 
 class MultiHeadAttention(nn.Module):
-    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W^Q_i, ...).
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, as in §3.2.2.
 
-    The h projections W^Q_i (d_model x d_k each) sit side by side in one (d_model x d_model)
-    matrix W^Q, and likewise W^K and W^V; the three are stacked in one Linear ``in_proj``
-    (rows [0, d_model) are W^Q, then W^K, then W^V), the layout of nn.MultiheadAttention.
-    Head i uses rows [i * d_k, (i + 1) * d_k) of each.
+    The h projections W^Q_i (d_model x d_k each) sit side by side in one (d_model x
+    d_model) matrix W^Q, and likewise W^K and W^V; the three are stacked in one Linear
+    ``in_proj`` (rows [0, d_model) are W^Q, then W^K, then W^V), the layout of
+    nn.MultiheadAttention. Head i uses rows [i * d_k, (i + 1) * d_k) of each.
 
     forward(query (B, T, d_model), key (B, S, d_model), value (B, S, d_model),
             mask broadcastable to (B, T, S)) -> (B, T, d_model)
 
     Set ``keep_weights = True`` to run the explicit Eq. (1) path and keep the attention
     weights (B, h, T, S) of the last call in ``last_weights``; otherwise the fused
-    ``F.scaled_dot_product_attention`` computes the same result in one kernel without storing
-    the weights (much faster for long sequences, about even for short ones). Its boolean attn_mask
-    means what ours means (True = may attend), and for a query whose keys are all masked it
-    returns zeros, as the explicit path does (PyTorch >= 2.5; tests/test_attention.py checks).
+    ``F.scaled_dot_product_attention`` computes the same result in one kernel without
+    storing the weights (much faster for long sequences, about even for short ones). Its
+    boolean attn_mask means what ours means (True = may attend), and for a query whose
+    keys are all masked it returns zeros, as the explicit path does (PyTorch >= 2.5;
+    tests/test_attention.py checks).
 
-    Not in the paper: dropout on the attention weights (§5.4 drops only sub-layer outputs
-    and embedding sums); nn.MultiheadAttention has it, so we do too. dropout=0.0 removes it.
+    Not in the paper: dropout on the attention weights (§5.4 drops only sub-layer
+    outputs and embedding sums); nn.MultiheadAttention has it, so we do too. dropout=0.0
+    removes it.
     """
 
-    def __init__(self, d_model: int, nhead: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self, d_model: int, nhead: int, dropout: float = 0.0, bias: bool = True
+    ):
         super().__init__()
         if d_model % nhead != 0:
             raise ValueError(f"d_model={d_model} is not divisible by nhead={nhead}")
@@ -76,15 +84,17 @@ class MultiHeadAttention(nn.Module):
         self.d_k = d_model // nhead  # = d_v
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
-        self.attn_dropout = nn.Dropout(dropout)  # on the attention weights, as in PyTorch
+        # on the attention weights, as in PyTorch
+        self.attn_dropout = nn.Dropout(dropout)
         self.keep_weights = False
         self.last_weights: Tensor | None = None
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
-        """Q W^Q, K W^K, V W^V for all heads at once, with as few matrix products as possible."""
+        """Q W^Q, K W^K, V W^V for all heads at once, in the fewest matrix products."""
         d = self.d_model
         if query is key and key is value:  # self-attention: one product for all three
-            return self.in_proj(query).chunk(3, dim=-1)  # (B, T, 3 d_model) -> 3 x (B, T, d_model)
+            # (B, T, 3 d_model) -> 3 x (B, T, d_model)
+            return self.in_proj(query).chunk(3, dim=-1)
         q = self._in_proj_rows(query, slice(0, d))
         if key is value:  # encoder-decoder attention: keys and values in one product
             return q, *self._in_proj_rows(key, slice(d, 3 * d)).chunk(2, dim=-1)
@@ -97,7 +107,9 @@ class MultiHeadAttention(nn.Module):
     def _in_proj_rows(self, x: Tensor, rows: slice) -> Tensor:
         """Apply only some rows of ``in_proj`` (e.g. W^Q alone) to ``x``."""
         bias = self.in_proj.bias
-        return F.linear(x, self.in_proj.weight[rows], None if bias is None else bias[rows])
+        return F.linear(
+            x, self.in_proj.weight[rows], None if bias is None else bias[rows]
+        )
 
     def forward(
         self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
@@ -105,26 +117,35 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = query.shape
         S = key.size(1)
         q, k, v = self._project(query, key, value)
-        q = q.view(B, T, self.nhead, self.d_k).transpose(1, 2)  # (B, T, d_model) -> (B, h, T, d_k)
-        k = k.view(B, S, self.nhead, self.d_k).transpose(1, 2)  # (B, S, d_model) -> (B, h, S, d_k)
-        v = v.view(B, S, self.nhead, self.d_k).transpose(1, 2)  # (B, S, d_model) -> (B, h, S, d_k)
+        # (B, T, d_model) -> (B, h, T, d_k)
+        q = q.view(B, T, self.nhead, self.d_k).transpose(1, 2)
+        # (B, S, d_model) -> (B, h, S, d_k)
+        k = k.view(B, S, self.nhead, self.d_k).transpose(1, 2)
+        # (B, S, d_model) -> (B, h, S, d_k)
+        v = v.view(B, S, self.nhead, self.d_k).transpose(1, 2)
         if mask is not None:
             check_mask(mask, (B, T, S))
-            mask = mask.unsqueeze(-3)  # (B, T, S) -> (B, 1, T, S): the same mask for every head
+            # (B, T, S) -> (B, 1, T, S): the same mask for every head
+            mask = mask.unsqueeze(-3)
         if self.keep_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, self.attn_dropout)
+            out, weights = scaled_dot_product_attention(
+                q, k, v, mask, self.attn_dropout
+            )
             self.last_weights = weights.detach()  # (B, h, T, S)
         else:
             dropout_p = self.attn_dropout.p if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout_p
+            )
             self.last_weights = None
-        out = out.transpose(1, 2).reshape(B, T, self.d_model)  # (B, h, T, d_k) -> (B, T, d_model)
+        # (B, h, T, d_k) -> (B, T, d_model)
+        out = out.transpose(1, 2).reshape(B, T, self.d_model)
         return self.out_proj(out)
 
 
 @contextmanager
 def recording_attention(model: nn.Module) -> Iterator[nn.Module]:
-    """Within this block every MultiHeadAttention in ``model`` keeps its attention weights."""
+    """Within this block every MultiHeadAttention in ``model`` keeps its weights."""
     attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
     previous = [m.keep_weights for m in attentions]
     for m in attentions:

@@ -1,12 +1,13 @@
-"""Time one training step (forward + backward) of our Transformer against torch.nn.Transformer.
+"""Time a training step (forward + backward) of our Transformer and nn.Transformer.
 
-    python -m aiayn.bench                                    # the two preset configurations
-    python -m aiayn.bench --d-model 64 --nhead 2 --layers 1  # one configuration of your own
+    python -m aiayn.bench                                    # the two presets
+    python -m aiayn.bench --d-model 64 --nhead 2 --layers 1  # a configuration of yours
 
-Both models get the same padded batch, the same masks (source padding; target padding and
-causal), the same embedding and output layers, and the same loss. After a warm-up the two
-models take turns, each going first every other round; the medians and their ratio are printed,
-for wall-clock time and for the CPU time of the process (steadier on a busy machine).
+Both models get the same padded batch, the same masks (source padding; target padding
+and causal), the same embedding and output layers, and the same loss. After a warm-up
+the two models take turns, each going first every other round; the medians and their
+ratio are printed, for wall-clock time and for the CPU time of the process (steadier on
+a busy machine).
 """
 
 import argparse
@@ -46,14 +47,14 @@ class BenchConfig:
 PRESETS = {
     "toy": BenchConfig(),
     "larger": BenchConfig(  # with the paper's dropout
-        d_model=256, dim_feedforward=1024, dropout=0.1, batch_size=64, src_len=24, tgt_len=24,
-        vocab=1000,
+        d_model=256, dim_feedforward=1024, dropout=0.1, batch_size=64,
+        src_len=24, tgt_len=24, vocab=1000,
     ),
 }  # fmt: skip
 
 
 class TorchTransformer(nn.Module):
-    """nn.Transformer between the same embedding and output layers as our Transformer."""
+    """nn.Transformer between the embedding and output layers of our Transformer."""
 
     def __init__(self, cfg: BenchConfig):
         super().__init__()
@@ -61,18 +62,24 @@ class TorchTransformer(nn.Module):
         self.tgt_embed = TokenEmbedding(cfg.vocab, cfg.d_model)
         self.positional = PositionalEncoding(cfg.d_model, dropout=cfg.dropout)
         self.transformer = nn.Transformer(
-            cfg.d_model, cfg.nhead, cfg.layers, cfg.layers, cfg.dim_feedforward, cfg.dropout,
-            batch_first=True,
+            cfg.d_model, cfg.nhead, cfg.layers, cfg.layers, cfg.dim_feedforward,
+            cfg.dropout, batch_first=True,
         )  # fmt: skip
-        # nn.Transformer ends both stacks with a LayerNorm; the post-LN paper model (ours) doesn't.
+        # nn.Transformer ends both stacks with a LayerNorm; the post-LN paper
+        # model (ours) doesn't.
         self.transformer.encoder.norm = None
         self.transformer.decoder.norm = None
         self.output_projection = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
         self.output_projection.weight = self.tgt_embed.embedding.weight
         self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
 
-    def forward(self, src: Tensor, tgt: Tensor, torch_masks: dict[str, Tensor]) -> Tensor:
-        src_x, tgt_x = self.positional(self.src_embed(src)), self.positional(self.tgt_embed(tgt))
+    def forward(
+        self, src: Tensor, tgt: Tensor, torch_masks: dict[str, Tensor]
+    ) -> Tensor:
+        src_x, tgt_x = (
+            self.positional(self.src_embed(src)),
+            self.positional(self.tgt_embed(tgt)),
+        )
         return self.output_projection(self.transformer(src_x, tgt_x, **torch_masks))
 
 
@@ -83,13 +90,16 @@ class BenchBatch:
     tgt_out: Tensor  # (B, T): the next tokens, to predict
     src_mask: Tensor  # (B, 1, S), ours: True = may attend
     tgt_mask: Tensor  # (B, T, T)
-    torch_masks: dict[str, Tensor]  # the same masks for nn.Transformer: True = may NOT attend
+    # the same masks for nn.Transformer: True = may NOT attend
+    torch_masks: dict[str, Tensor]
 
 
 def padded_tokens(cfg: BenchConfig, length: int, generator: torch.Generator) -> Tensor:
-    """(batch_size, length) random tokens; each row ends in a random amount of padding."""
+    """(batch_size, length) random tokens; each row ends in some random padding."""
     tokens = torch.randint(1, cfg.vocab, (cfg.batch_size, length), generator=generator)
-    lengths = torch.randint(length // 2, length + 1, (cfg.batch_size, 1), generator=generator)
+    lengths = torch.randint(
+        length // 2, length + 1, (cfg.batch_size, 1), generator=generator
+    )
     return tokens.masked_fill(torch.arange(length) >= lengths, PAD)
 
 
@@ -105,7 +115,9 @@ def bench_batch(cfg: BenchConfig, seed: int = 0) -> BenchBatch:
         "tgt_key_padding_mask": to_key_padding_mask(padding_mask(tgt_in, PAD)),
         "tgt_mask": to_torch_mask(subsequent_mask(cfg.tgt_len)),
     }
-    return BenchBatch(src, tgt_in, tgt_out, src_mask, target_mask(tgt_in, PAD), torch_masks)
+    return BenchBatch(
+        src, tgt_in, tgt_out, src_mask, target_mask(tgt_in, PAD), torch_masks
+    )
 
 
 def build_models(cfg: BenchConfig) -> tuple[Transformer, TorchTransformer]:
@@ -120,7 +132,9 @@ def loss_and_backward(model: nn.Module, batch: BenchBatch, *masks) -> None:
     """One training step without the optimizer: forward, cross-entropy, backward."""
     model.zero_grad(set_to_none=True)
     logits = model(batch.src, batch.tgt_in, *masks)  # (B, T, vocab)
-    F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD).backward()
+    F.cross_entropy(
+        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD
+    ).backward()
 
 
 def timed(step: Callable[[], None]) -> tuple[float, float]:
@@ -130,7 +144,9 @@ def timed(step: Callable[[], None]) -> tuple[float, float]:
     return (time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000
 
 
-def run(cfg: BenchConfig, steps: int = 30, warmup: int = 5) -> dict[str, tuple[float, float]]:
+def run(
+    cfg: BenchConfig, steps: int = 30, warmup: int = 5
+) -> dict[str, tuple[float, float]]:
     """Median (wall-clock ms, CPU ms) per training step, for "ours" and "pytorch"."""
     torch.manual_seed(0)
     batch = bench_batch(cfg)
@@ -145,7 +161,9 @@ def run(cfg: BenchConfig, steps: int = 30, warmup: int = 5) -> dict[str, tuple[f
         for name in order:
             times[name].append(timed(train_steps[name]))
     return {
-        name: tuple(statistics.median(clock) for clock in zip(*runs[warmup:], strict=True))
+        name: tuple(
+            statistics.median(clock) for clock in zip(*runs[warmup:], strict=True)
+        )
         for name, runs in times.items()
     }
 
@@ -153,15 +171,18 @@ def run(cfg: BenchConfig, steps: int = 30, warmup: int = 5) -> dict[str, tuple[f
 def cli() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
-        epilog="Without model or batch options both presets run (toy, larger); with any of them,"
-        " one configuration: the options given, the toy preset for the rest.",
+        epilog="Without model or batch options both presets run (toy, larger); with"
+        " any of them, one configuration: the options given, the toy preset for the"
+        " rest.",
     )
     for field in dataclasses.fields(BenchConfig):
         flag = "--" + field.name.replace("_", "-")
         parser.add_argument(flag, type=field.type, help=f"toy preset: {field.default}")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per model")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps per model")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
+    parser.add_argument(
+        "--threads", type=int, default=os.cpu_count(), help="torch threads"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     chosen = {f.name: getattr(args, f.name) for f in dataclasses.fields(BenchConfig)}

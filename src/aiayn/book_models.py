@@ -2,10 +2,11 @@
 
     python -m aiayn.book_models            # trains what is missing in _build/runs
 
-`make models` runs this before the chapters are executed (by nbval or by the book build), so
-that no chapter trains, whatever the order in which the chapters run and however slow the
-machine. A chapter gets its model with ``book_model(name)``, which loads the finished run, and
-trains it only when the file is missing: a reader who opens one chapter in JupyterLab.
+`make models` runs this before the chapters are executed (by nbval or by the book
+build), so that no chapter trains, whatever the order in which the chapters run and
+however slow the machine. A chapter gets its model with ``book_model(name)``, which
+loads the finished run, and trains it only when the file is missing: a reader who
+opens one chapter in JupyterLab.
 """
 
 import argparse
@@ -28,7 +29,7 @@ BOOK_MODELS = {
 
 
 def book_model(name: str, runs: Path = RUNS, progress: bool = False) -> TrainState:
-    """The finished run ``name`` of BOOK_MODELS: loaded from ``runs``, trained if missing."""
+    """The finished run ``name`` of BOOK_MODELS: loaded from ``runs``, or trained."""
     return load_or_train(BOOK_MODELS[name], runs / f"{name}.pt", progress=progress)
 
 

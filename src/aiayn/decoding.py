@@ -1,8 +1,9 @@
 """Turning a trained model into output sequences: greedy decoding, batched.
 
-Every decoding strategy needs the same step: given the encoder's memory and the tokens produced
-so far, the scores of the next token. ``next_token_logits`` is that step; ``greedy_decode`` picks
-the best token at each step. A beam search would call the same step and keep several prefixes.
+Every decoding strategy needs the same step: given the encoder's memory and the tokens
+produced so far, the scores of the next token. ``next_token_logits`` is that step;
+``greedy_decode`` picks the best token at each step. A beam search would call the same
+step and keep several prefixes.
 """
 
 import torch
@@ -15,27 +16,31 @@ from aiayn.model import Transformer
 def next_token_logits(
     model: Transformer, memory: Tensor, src_mask: Tensor, prefix: Tensor
 ) -> Tensor:
-    """Scores of the token after ``prefix``: memory (B, S, d_model), prefix (B, t) -> (B, V)."""
-    hidden = model.decode(memory, src_mask, prefix)  # (B, t, d_model), causal by default
-    return model.output_projection(hidden[:, -1])  # only the last position predicts what's next
+    """Scores of the next token: memory (B, S, d_model), prefix (B, t) -> (B, V)."""
+    # (B, t, d_model), causal by default
+    hidden = model.decode(memory, src_mask, prefix)
+    # only the last position predicts what's next
+    return model.output_projection(hidden[:, -1])
 
 
 @torch.no_grad()
 def greedy_decode(
     model: Transformer, src: Tensor, pad_id: int, bos_id: int, eos_id: int, max_len: int
 ) -> Tensor:
-    """Decode a batch of sources one token at a time, always taking the most likely token.
+    """Decode a batch of sources a token at a time, always taking the likeliest token.
 
-    src (B, S) -> (B, <= max_len) token ids, without the start token. Each sequence stops at its
-    end token (kept in the output); positions after it hold ``pad_id``. The loop ends as soon as
-    every sequence has finished.
+    src (B, S) -> (B, <= max_len) token ids, without the start token. Each sequence
+    stops at its end token (kept in the output); positions after it hold ``pad_id``. The
+    loop ends as soon as every sequence has finished.
     """
     src_mask = padding_mask(src, pad_id)  # (B, 1, S)
-    memory = model.encode(src, src_mask)  # (B, S, d_model): computed once, reused every step
+    # (B, S, d_model): computed once, reused every step
+    memory = model.encode(src, src_mask)
     tokens = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     for _ in range(max_len):
-        next_token = next_token_logits(model, memory, src_mask, tokens).argmax(dim=-1)  # (B,)
+        # (B,)
+        next_token = next_token_logits(model, memory, src_mask, tokens).argmax(dim=-1)
         next_token = next_token.masked_fill(finished, pad_id)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)  # (B, t) -> (B, t + 1)
         finished |= next_token == eos_id

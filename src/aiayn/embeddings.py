@@ -7,7 +7,7 @@ from torch import Tensor, nn
 
 
 class TokenEmbedding(nn.Module):
-    """Learned embedding scaled by sqrt(d_model): (B, S) token ids -> (B, S, d_model)."""
+    """Learned embedding times sqrt(d_model): (B, S) token ids -> (B, S, d_model)."""
 
     def __init__(self, vocab_size: int, d_model: int):
         super().__init__()
@@ -27,9 +27,14 @@ class TokenEmbedding(nn.Module):
 
 
 def sinusoidal_encoding(max_len: int, d_model: int) -> Tensor:
-    """PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...): (max_len, d_model)."""
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...).
+
+    Returns a (max_len, d_model) tensor.
+    """
     if d_model % 2 != 0:
-        raise ValueError(f"d_model={d_model} must be even: sines and cosines come in pairs")
+        raise ValueError(
+            f"d_model={d_model} must be even: sines and cosines come in pairs"
+        )
     pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model / 2,)
     angles = pos / 10000 ** (two_i / d_model)  # (max_len, d_model / 2)
@@ -44,14 +49,17 @@ def check_length(length: int, max_len: int) -> None:
 
 
 class PositionalEncoding(nn.Module):
-    """Add the fixed sinusoids to the embeddings, then dropout: (B, S, d_model) -> same shape."""
+    """Add the fixed sinusoids, then dropout: (B, S, d_model) -> (B, S, d_model)."""
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
         super().__init__()
         self.max_len = max_len
         self.dropout = nn.Dropout(dropout)
-        # A buffer moves with .to(device) but is not trained; non-persistent: not in state_dict.
-        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
+        # A buffer moves with .to(device) but is not trained; non-persistent:
+        # not in state_dict.
+        self.register_buffer(
+            "pe", sinusoidal_encoding(max_len, d_model), persistent=False
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         check_length(x.size(1), self.max_len)
@@ -65,7 +73,8 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.max_len = max_len
         self.dropout = nn.Dropout(dropout)
-        self.pe = nn.Parameter(torch.randn(max_len, d_model) * 0.02)  # (max_len, d_model)
+        # (max_len, d_model)
+        self.pe = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
 
     def forward(self, x: Tensor) -> Tensor:
         check_length(x.size(1), self.max_len)

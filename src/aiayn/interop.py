@@ -1,8 +1,9 @@
 """Load weights from PyTorch's own Transformer modules into ours, and convert masks.
 
 Boolean masks mean opposite things on the two sides: here True = "may attend"; in
-nn.MultiheadAttention / nn.Transformer* a boolean attn_mask or key_padding_mask marks with
-True the positions that may NOT be attended to. Convert at the boundary with to_torch_mask.
+nn.MultiheadAttention / nn.Transformer* a boolean attn_mask or key_padding_mask marks
+with True the positions that may NOT be attended to. Convert at the boundary with
+to_torch_mask.
 """
 
 import torch
@@ -14,12 +15,12 @@ from aiayn.layers import DecoderLayer, EncoderLayer, ResidualSublayer
 
 
 def to_torch_mask(mask: Tensor) -> Tensor:
-    """Our mask (True = may attend) -> PyTorch's boolean mask (True = masked): just ``~mask``."""
+    """Our mask (True = may attend) -> PyTorch's (True = masked): just ``~mask``."""
     return ~mask
 
 
 def to_key_padding_mask(mask: Tensor) -> Tensor:
-    """Our padding mask (B, 1, S) -> PyTorch's key_padding_mask (B, S), True at padding."""
+    """Our padding mask (B, 1, S) -> PyTorch's key_padding_mask (B, S): True = pad."""
     return ~mask.squeeze(-2)  # (B, 1, S) -> (B, S)
 
 
@@ -34,7 +35,9 @@ def load_multihead_attention(
             f"theirs has embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}"
         )
     if not theirs._qkv_same_embed_dim:
-        raise ValueError("theirs must use one in_proj_weight (kdim == vdim == embed_dim)")
+        raise ValueError(
+            "theirs must use one in_proj_weight (kdim == vdim == embed_dim)"
+        )
     ours.in_proj.weight.copy_(theirs.in_proj_weight)
     ours.out_proj.weight.copy_(theirs.out_proj.weight)
     if ours.in_proj.bias is not None:
@@ -51,13 +54,16 @@ def _load_feed_forward(ours: EncoderLayer | DecoderLayer, theirs: nn.Module) -> 
 def _check_compatible(residual: ResidualSublayer, theirs: nn.Module) -> None:
     if residual.norm_first != theirs.norm_first:
         raise ValueError(
-            f"norm_first differs: ours {residual.norm_first}, theirs {theirs.norm_first}"
+            f"norm_first differs: ours {residual.norm_first}, theirs "
+            f"{theirs.norm_first}"
         )
     if theirs.activation is not F.relu:
         raise ValueError(f"theirs uses activation {theirs.activation}; ours is ReLU")
 
 
-def load_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -> EncoderLayer:
+def load_encoder_layer(
+    ours: EncoderLayer, theirs: nn.TransformerEncoderLayer
+) -> EncoderLayer:
     """Copy an nn.TransformerEncoderLayer (ReLU activation) into our EncoderLayer."""
     _check_compatible(ours.self_attn_residual, theirs)
     load_multihead_attention(ours.self_attn, theirs.self_attn)
@@ -67,7 +73,9 @@ def load_encoder_layer(ours: EncoderLayer, theirs: nn.TransformerEncoderLayer) -
     return ours
 
 
-def load_decoder_layer(ours: DecoderLayer, theirs: nn.TransformerDecoderLayer) -> DecoderLayer:
+def load_decoder_layer(
+    ours: DecoderLayer, theirs: nn.TransformerDecoderLayer
+) -> DecoderLayer:
     """Copy an nn.TransformerDecoderLayer (ReLU activation) into our DecoderLayer."""
     _check_compatible(ours.self_attn_residual, theirs)
     load_multihead_attention(ours.self_attn, theirs.self_attn)

@@ -1,4 +1,4 @@
-"""Layer normalisation, residual sub-layers, and the encoder and decoder stacks (§3.1)."""
+"""Layer normalisation, residual sub-layers, the encoder and decoder stacks (§3.1)."""
 
 from collections.abc import Callable
 
@@ -10,13 +10,13 @@ from aiayn.feed_forward import PositionwiseFeedForward
 
 
 class LayerNorm(nn.Module):
-    """Normalise each position's d_model features to mean 0 and variance 1, then scale and shift.
+    """Normalise each position's features to mean 0, variance 1, then scale and shift.
 
-    y = weight * (x - mean) / sqrt(var + eps) + bias, with the biased variance (divide by
-    d_model), exactly as nn.LayerNorm. Shape: (..., d_model) -> (..., d_model).
+    y = weight * (x - mean) / sqrt(var + eps) + bias, with the biased variance (divide
+    by d_model), exactly as nn.LayerNorm. Shape: (..., d_model) -> (..., d_model).
 
-    The layers below use nn.LayerNorm, which computes the same in one fused kernel; written
-    out op by op as here, forward + backward is several times slower.
+    The layers below use nn.LayerNorm, which computes the same in one fused kernel;
+    written out op by op as here, forward + backward is several times slower.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5):
@@ -26,7 +26,8 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))
 
     def forward(self, x: Tensor) -> Tensor:
-        var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)  # (..., 1) each
+        # (..., 1) each
+        var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
         return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
 
 
@@ -50,7 +51,7 @@ class ResidualSublayer(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention, then the feed-forward network, each wrapped in a ResidualSublayer.
+    """Self-attention, then the feed-forward network, each in a ResidualSublayer.
 
     forward(x (B, S, d_model), mask broadcastable to (B, S, S)) -> (B, S, d_model)
     """
@@ -92,7 +93,8 @@ class DecoderLayer(nn.Module):
     ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout)  # encoder-decoder attention
+        # encoder-decoder attention
+        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, dim_feedforward, dropout)
         self.self_attn_residual = ResidualSublayer(d_model, dropout, norm_first)
         self.cross_attn_residual = ResidualSublayer(d_model, dropout, norm_first)
@@ -106,15 +108,18 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None = None,
     ) -> Tensor:
         x = self.self_attn_residual(x, lambda y: self.self_attn(y, y, y, tgt_mask))
-        x = self.cross_attn_residual(x, lambda y: self.cross_attn(y, memory, memory, src_mask))
+        x = self.cross_attn_residual(
+            x, lambda y: self.cross_attn(y, memory, memory, src_mask)
+        )
         return self.feed_forward_residual(x, self.feed_forward)
 
 
 class Encoder(nn.Module):
-    """A stack of ``num_layers`` identical EncoderLayers: (B, S, d_model) -> (B, S, d_model).
+    """``num_layers`` identical EncoderLayers: (B, S, d_model) -> (B, S, d_model).
 
-    With norm_first=True a final LayerNorm follows the stack (not in the paper): pre-LN layers
-    leave their output un-normalised, so the stack's output needs one last normalisation.
+    With norm_first=True a final LayerNorm follows the stack (not in the paper): pre-LN
+    layers leave their output un-normalised, so the stack's output needs one last
+    normalisation.
     """
 
     def __init__(
@@ -140,9 +145,10 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """A stack of ``num_layers`` identical DecoderLayers: (B, T, d_model) -> (B, T, d_model).
+    """``num_layers`` identical DecoderLayers: (B, T, d_model) -> (B, T, d_model).
 
-    With norm_first=True a final LayerNorm follows the stack (not in the paper), as in Encoder.
+    With norm_first=True a final LayerNorm follows the stack (not in the paper), as in
+    Encoder.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""The Transformer (Figure 1): embeddings, encoder, decoder and the pre-softmax linear layer."""
+"""The Transformer (Figure 1): embeddings, encoder, decoder, output layer."""
 
 from torch import Tensor, nn
 
@@ -15,13 +15,14 @@ class Transformer(nn.Module):
         -> logits (B, T, tgt_vocab); apply softmax (or cross-entropy) yourself.
     Without a tgt_mask the decoder still cannot look ahead (see decode).
 
-    tie_weights=True shares one weight matrix between the target embedding and the pre-softmax
-    linear layer, and also the source embedding when src_vocab == tgt_vocab (§3.4: the paper
-    shares all three, with one vocabulary for both languages).
+    tie_weights=True shares one weight matrix between the target embedding and the
+    pre-softmax linear layer, and also the source embedding when src_vocab == tgt_vocab
+    (§3.4: the paper shares all three, with one vocabulary for both languages).
 
-    Every weight matrix starts Xavier-uniform. ``config`` holds the constructor arguments:
-    ``Transformer(**model.config)`` rebuilds the model. For the attention maps, run it inside
-    ``with recording_attention(model):`` and then call ``model.attention_maps()``.
+    Every weight matrix starts Xavier-uniform. ``config`` holds the constructor
+    arguments: ``Transformer(**model.config)`` rebuilds the model. For the attention
+    maps, run it inside ``with recording_attention(model):`` and then call
+    ``model.attention_maps()``.
     """
 
     def __init__(
@@ -54,16 +55,19 @@ class Transformer(nn.Module):
         )
         self.src_embed = TokenEmbedding(src_vocab, d_model)
         self.tgt_embed = TokenEmbedding(tgt_vocab, d_model)
-        self.positional = PositionalEncoding(d_model, max_len, dropout)  # fixed: shared by both
+        # fixed: shared by both
+        self.positional = PositionalEncoding(d_model, max_len, dropout)
         self.encoder = Encoder(
             d_model, nhead, num_encoder_layers, dim_feedforward, dropout, norm_first
         )
         self.decoder = Decoder(
             d_model, nhead, num_decoder_layers, dim_feedforward, dropout, norm_first
         )
-        self.output_projection = nn.Linear(d_model, tgt_vocab, bias=False)  # pre-softmax linear
+        # pre-softmax linear
+        self.output_projection = nn.Linear(d_model, tgt_vocab, bias=False)
         if tie_weights:
-            self.output_projection.weight = self.tgt_embed.embedding.weight  # (tgt_vocab, d_model)
+            # (tgt_vocab, d_model)
+            self.output_projection.weight = self.tgt_embed.embedding.weight
             if src_vocab == tgt_vocab:
                 self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
         for p in self.parameters():  # each shared tensor appears once
@@ -83,11 +87,14 @@ class Transformer(nn.Module):
     ) -> Tensor:
         """(B, T) target ids and memory (B, S, d_model) -> (B, T, d_model).
 
-        Without a tgt_mask the decoder still may not look ahead: subsequent_mask(T) is used.
+        Without a tgt_mask the decoder still may not look ahead: subsequent_mask(T) is
+        used.
         """
         if tgt_mask is None:
             tgt_mask = subsequent_mask(tgt.size(1), device=tgt.device)  # (T, T)
-        return self.decoder(self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask)
+        return self.decoder(
+            self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask
+        )
 
     def forward(
         self,
@@ -97,17 +104,22 @@ class Transformer(nn.Module):
         tgt_mask: Tensor | None = None,
     ) -> Tensor:
         memory = self.encode(src, src_mask)  # (B, S, d_model)
-        return self.output_projection(self.decode(memory, src_mask, tgt, tgt_mask))  # (B, T, V)
+        # (B, T, V)
+        return self.output_projection(self.decode(memory, src_mask, tgt, tgt_mask))
 
     def attention_maps(self) -> dict[str, list[Tensor]]:
-        """Attention weights of the last forward pass run inside ``recording_attention(model)``.
+        """Attention weights of the last forward pass in ``recording_attention(model)``.
 
-        Returns one tensor per layer: "encoder_self" (B, h, S, S), "decoder_self" (B, h, T, T)
-        and "cross" (B, h, T, S) (rows are queries, columns keys).
+        Returns one tensor per layer: "encoder_self" (B, h, S, S), "decoder_self" (B, h,
+        T, T) and "cross" (B, h, T, S) (rows are queries, columns keys).
         """
         maps = {
-            "encoder_self": [layer.self_attn.last_weights for layer in self.encoder.layers],
-            "decoder_self": [layer.self_attn.last_weights for layer in self.decoder.layers],
+            "encoder_self": [
+                layer.self_attn.last_weights for layer in self.encoder.layers
+            ],
+            "decoder_self": [
+                layer.self_attn.last_weights for layer in self.decoder.layers
+            ],
             "cross": [layer.cross_attn.last_weights for layer in self.decoder.layers],
         }
         if any(w is None for weights in maps.values() for w in weights):

@@ -1,7 +1,8 @@
 """Pictures of a model: attention maps and positional encodings, with matplotlib.
 
-Attention pictures follow one convention: rows are queries, columns are keys, tick labels are
-the tokens, and the colour scale runs from 0 to 1 (every row of attention weights sums to 1).
+Attention pictures follow one convention: rows are queries, columns are keys, tick
+labels are the tokens, and the colour scale runs from 0 to 1 (every row of attention
+weights sums to 1).
 """
 
 from collections.abc import Sequence
@@ -23,21 +24,26 @@ def plot_attention(
 ) -> Axes:
     """One attention map (Q, K) as a heatmap: rows = queries, columns = keys.
 
-    Returns the Axes; its image is ``ax.images[0]``. The tokens label the rows and columns, so
-    their counts must match the shape of ``weights``.
+    Returns the Axes; its image is ``ax.images[0]``. The tokens label the rows and
+    columns, so their counts must match the shape of ``weights``.
     """
     weights = torch.as_tensor(weights).detach().cpu()
     if weights.dim() != 2:
-        raise ValueError(f"weights must be (queries, keys), got shape {tuple(weights.shape)}")
+        raise ValueError(
+            f"weights must be (queries, keys), got shape {tuple(weights.shape)}"
+        )
     n_queries, n_keys = weights.shape
     if len(query_labels) != n_queries or len(key_labels) != n_keys:
         raise ValueError(
-            f"{len(query_labels)} query labels and {len(key_labels)} key labels for weights "
+            f"{len(query_labels)} query labels and {len(key_labels)} key labels for "
+            "weights "
             f"of shape {tuple(weights.shape)} (queries, keys)"
         )
     if ax is None:
         _, ax = plt.subplots(figsize=(0.4 * n_keys + 1.5, 0.4 * n_queries + 1))
-    image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    image = ax.imshow(
+        weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto"
+    )
     ax.set_xticks(range(n_keys), list(key_labels), rotation=90)
     ax.set_yticks(range(n_queries), list(query_labels))
     ax.set_xlabel("key")
@@ -45,7 +51,9 @@ def plot_attention(
     if title is not None:
         ax.set_title(title)
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
+        ax.figure.colorbar(
+            image, ax=ax, fraction=0.046, pad=0.04, label="attention weight"
+        )
     return ax
 
 
@@ -59,12 +67,15 @@ def plot_attention_grid(
     """Every layer (rows of the grid) and head (columns) of one kind of attention.
 
     ``maps_per_layer`` holds one (h, Q, K) tensor per layer, for a single example, e.g.
-    ``[w[0] for w in model.attention_maps()["cross"]]``. One colorbar serves the whole grid.
+    ``[w[0] for w in model.attention_maps()["cross"]]``. One colorbar serves the whole
+    grid.
     """
     maps = [torch.as_tensor(m).detach().cpu() for m in maps_per_layer]
     if not maps or any(m.dim() != 3 for m in maps):
         shapes = [tuple(m.shape) for m in maps]
-        raise ValueError(f"need one (heads, queries, keys) tensor per layer, got shapes {shapes}")
+        raise ValueError(
+            f"need one (heads, queries, keys) tensor per layer, got shapes {shapes}"
+        )
     if len({m.shape for m in maps}) != 1:
         raise ValueError(f"layers differ in shape: {[tuple(m.shape) for m in maps]}")
     n_layers, n_heads = len(maps), maps[0].size(0)
@@ -78,7 +89,11 @@ def plot_attention_grid(
     for layer, weights in enumerate(maps):
         for head in range(n_heads):
             ax = plot_attention(
-                weights[head], query_labels, key_labels, ax=axes[layer, head], colorbar=False
+                weights[head],
+                query_labels,
+                key_labels,
+                ax=axes[layer, head],
+                colorbar=False,
             )
             ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=9)
             ax.tick_params(labelsize=7)
@@ -93,13 +108,19 @@ def plot_attention_grid(
 
 
 def plot_positional_encoding(
-    pe: Tensor, ax: Axes | None = None, title: str | None = "Sinusoidal positional encoding"
+    pe: Tensor,
+    ax: Axes | None = None,
+    title: str | None = "Sinusoidal positional encoding",
 ) -> Axes:
-    """A (positions, d_model) encoding as a heatmap: one row per position, one column per
-    dimension, values in [-1, 1] on a diverging colour scale."""
+    """A (positions, d_model) encoding as a heatmap, values in [-1, 1].
+
+    One row per position, one column per dimension, on a diverging colour scale.
+    """
     pe = torch.as_tensor(pe).detach().cpu()
     if pe.dim() != 2:
-        raise ValueError(f"pe must be (positions, d_model), got shape {tuple(pe.shape)}")
+        raise ValueError(
+            f"pe must be (positions, d_model), got shape {tuple(pe.shape)}"
+        )
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.5))
     limit = max(1.0, float(pe.abs().max()))

@@ -1,14 +1,15 @@
-"""Time to accuracy: how long the default training takes to reach 99% and 99.9% exact match.
+"""Time to accuracy: how long default training takes to reach 99% and 99.9% exact match.
 
-    python -m aiayn.time_to_accuracy                       # reverse-repeats, seeds 0, 1, 2
+    python -m aiayn.time_to_accuracy                       # reverse-repeats, seeds 0-2
     python -m aiayn.time_to_accuracy --task copy --seeds 0
 
-Each seed trains ``TrainConfig``'s defaults (with that seed) and, every ``--every`` steps,
-greedy-decodes the same 10,000 length-10 validation sources (``held_out_sources``) with the
-model that training evaluates (the mean of the last weight snapshots). Only training is
-timed, not these evaluations. For each target the report gives the first evaluation that
-reached it, per seed and as the median over the seeds, and the sequences seen by then
-against the seed tutorial's 100,000 steps of 32.
+Each seed trains ``TrainConfig``'s defaults (with that seed) and, every ``--every``
+steps, greedy-decodes the same 10,000 length-10 test sources (``held_out_sources``: no
+validation source is among them) with the model that training evaluates (the mean of
+the last weight snapshots). Only training is timed, not these evaluations. For each
+target the report gives the first evaluation that reached it, per seed and as the median
+over the seeds, and the sequences seen by then against the seed tutorial's 100,000
+steps of 32.
 """
 
 import argparse
@@ -29,7 +30,7 @@ TUTORIAL_SEQUENCES = 100_000 * 32  # the seed tutorial: 100,000 steps at batch 3
 
 @dataclasses.dataclass(frozen=True)
 class Reached:
-    """The first evaluation at or above a target exact match (inf: never, within the steps)."""
+    """The first evaluation at or above a target exact match (inf: never reached)."""
 
     step: float
     seconds: float
@@ -40,20 +41,24 @@ NOT_REACHED = Reached(math.inf, math.inf, math.nan)
 
 
 def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
-    """Train ``config``, evaluating on n length-10 validation sources every ``every`` steps,
-    until the last target is reached or ``config.steps`` are done: (step, training seconds,
-    exact match)."""
+    """Train ``config``, evaluating on n length-10 test sources every ``every`` steps.
+
+    Stops when the last target is reached or ``config.steps`` are done; returns one
+    (step, training seconds, exact match) per evaluation.
+    """
     state = new_run(config)
-    validation = held_out_sources(state.task, "validation", n)
+    test_sources = held_out_sources(state.task, "test", n)
     curve, seconds = [], 0.0
-    while state.step < config.steps and (not curve or curve[-1].exact_match < TARGETS[-1]):
+    while state.step < config.steps and (
+        not curve or curve[-1].exact_match < TARGETS[-1]
+    ):
         started = time.perf_counter()
         train_step(state)
         if state.step % config.snapshot_every == 0:
             state.take_snapshot()
         seconds += time.perf_counter() - started
         if state.step % every == 0:
-            result = evaluate(state.averaged_model(), state.task, validation)
+            result = evaluate(state.averaged_model(), state.task, test_sources)
             curve.append(Reached(state.step, seconds, result["exact_match"]))
     return curve
 
@@ -63,7 +68,7 @@ def first_reached(curve: list[Reached], target: float) -> Reached:
 
 
 def median_reached(per_seed: list[Reached]) -> Reached:
-    """The median step and the median seconds over seeds (a seed that never got there: inf)."""
+    """Median step and median seconds over seeds (a seed that never got there: inf)."""
     return Reached(
         statistics.median(r.step for r in per_seed),
         statistics.median(r.seconds for r in per_seed),
@@ -83,7 +88,8 @@ def report(curves: dict[int, list[Reached]], batch_size: int) -> str:
         if math.isfinite(median.step):
             seen = median.step * batch_size
             lines.append(
-                f"  sequences seen: {seen:,.0f}, {TUTORIAL_SEQUENCES / seen:.1f}x fewer than the "
+                f"  sequences seen: {seen:,.0f}, {TUTORIAL_SEQUENCES / seen:.1f}x "
+                "fewer than the "
                 f"tutorial's {TUTORIAL_SEQUENCES:,}"
             )
     return "\n".join(lines)
@@ -101,10 +107,16 @@ def benchmark_cli() -> None:
     )
     parser.add_argument("--task", default=TrainConfig.task, choices=list(TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--every", type=int, default=250, help="steps between evaluations")
-    parser.add_argument("--n", type=int, default=10_000, help="length-10 validation sources")
+    parser.add_argument(
+        "--every", type=int, default=250, help="steps between evaluations"
+    )
+    parser.add_argument(
+        "--n", type=int, default=10_000, help="length-10 test sources"
+    )
     parser.add_argument("--steps", type=int, default=TrainConfig.steps, help="at most")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads")
+    parser.add_argument(
+        "--threads", type=int, default=os.cpu_count(), help="torch threads"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     curves = {}
@@ -113,10 +125,12 @@ def benchmark_cli() -> None:
         curves[seed] = learning_curve(config, args.every, args.n)
         last = curves[seed][-1]
         reached = ", ".join(
-            f"{target:.1%}: {describe(first_reached(curves[seed], target))}" for target in TARGETS
+            f"{target:.1%}: {describe(first_reached(curves[seed], target))}"
+            for target in TARGETS
         )
         print(
-            f"seed {seed}: stopped at step {last.step} with exact match {last.exact_match:.4f} "
+            f"seed {seed}: stopped at step {last.step} with exact match "
+            f"{last.exact_match:.4f} "
             f"({reached})",
             flush=True,
         )

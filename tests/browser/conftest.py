@@ -1,7 +1,8 @@
-"""Fixtures for the browser check: serve the built book on localhost and open it in Chromium.
+"""Fixtures for the browser check: serve the built book locally, open it in Chromium.
 
-The book must have been built first (``make book`` or the strict build in ``make test``): a
-missing build is a failure, not a skip, so the check can never pass by checking nothing.
+The book must have been built first (``make book`` or the strict build in ``make
+test``): a missing build is a failure, not a skip, so the check can never pass by
+checking nothing.
 """
 
 import functools
@@ -46,11 +47,14 @@ def browser():
     if not pathlib.Path(CHROMIUM).is_file():
         pytest.fail(f"{CHROMIUM} not found: install it with `apt-get install chromium`")
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS
+        )
         yield chromium
         chromium.close()
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - the name is fixed by the base class
+    # the parameter name `format` is fixed by the base class
+    def log_message(self, format, *args):  # noqa: A002
         pass

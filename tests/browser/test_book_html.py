@@ -1,8 +1,24 @@
-"""Open every page of the built book in headless Chromium and check what a reader would see.
+"""Open every page of the built book in headless Chromium and check what a reader sees.
 
-For each page: it loads with no console error; every image has loaded; MathJax typeset every
-formula and no raw TeX delimiter is left in the text; the navigation lists every chapter.
-Screenshots of two pages are saved under _build/screenshots/.
+For each page: it loads with no console error; every image has loaded; MathJax typeset
+every formula and no raw TeX delimiter is left in the text; the navigation lists every
+chapter; and `page_defects` finds none of the rendering defects a reader trips over:
+
+- ``raw-table``: a Markdown table shown as raw pipes instead of a table;
+- ``admonition-title``: an admonition whose body starts with what should be its title
+  (``:::{note} Not in the paper`` renders "Note", then "Not in the paper The paper…");
+- ``code-overflow``: a code or output block whose lines are wider than its box, which
+  cuts them off (measured at the 1280-pixel viewport, hidden cells opened);
+- ``image-alt``: an image whose alt text is missing, empty, or a file name or path;
+- ``figure-caption``: an image in a cell output without a numbered caption;
+- ``cell-stderr``, ``cell-warning``, ``cell-traceback``: warnings, errors or anything
+  else written to stderr in a cell's output;
+- ``progress-bar``: tqdm progress-bar frames in a cell's output.
+
+`test_defect_check_catches_each_class` seeds a synthetic page with one defect of each
+class and asserts that `page_defects` reports exactly that class, and nothing on a
+clean page: the check cannot pass by checking nothing. Screenshots of two pages are
+saved under _build/screenshots/.
 """
 
 import pathlib
@@ -11,9 +27,10 @@ import pytest
 import yaml
 from conftest import ROOT, SCREENSHOTS
 
-# The one console message the book theme is known to log, harmlessly, on a fresh profile.
+# The one console message the theme is known to log, harmlessly, on a fresh profile.
 ALLOWED_CONSOLE_ERRORS = {"Got invalid theme mode: . Resetting to auto."}
 SCREENSHOT_PAGES = {"book/preface.html", "book/paper-at-a-glance.html"}
+VIEWPORT = {"width": 1280, "height": 900}
 
 
 def chapter_pages() -> list[str]:
@@ -29,10 +46,13 @@ PAGES = chapter_pages() + ["genindex.html", "search.html"]
 
 
 def open_page(browser, url):
-    """Load a page, wait for its images and for MathJax; return (page, console errors)."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    """Load a page, wait for its images and MathJax; return (page, console errors)."""
+    page = browser.new_page(viewport=VIEWPORT)
     errors = []
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on(
+        "console",
+        lambda msg: errors.append(msg.text) if msg.type == "error" else None,
+    )
     page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
     page.goto(url, wait_until="load")
     page.evaluate(
@@ -47,6 +67,104 @@ def open_page(browser, url):
     return page, [e for e in errors if e not in ALLOWED_CONSOLE_ERRORS]
 
 
+# Titles the book gives its admonitions; a generic title ("Note") followed by one of
+# them in the body is the `:::{note} Not in the paper` mistake.
+BOOK_ADMONITION_TITLES = ["Not in the paper"]
+
+# Returns a list of "class: detail" strings, one per defect found on the current page.
+DEFECTS_JS = r"""(bookTitles) => {
+  const defects = [];
+  const add = (kind, detail) => defects.push(`${kind}: ${detail.trim().slice(0, 120)}`);
+  const main = document.querySelector("main") ?? document.body;
+
+  // Text a reader sees as prose: no code, no formulas, no scripts.
+  const prose = main.cloneNode(true);
+  prose.querySelectorAll("pre, code, script, style, mjx-container, .math")
+       .forEach(node => node.remove());
+  const proseText = prose.textContent;
+  const separator = /\|\s*:?-{3,}:?\s*\|/;
+  const row = /(^|\s)\|(\s[^|\n]+\s\|){2,}/;
+  for (const pattern of [separator, row]) {
+    const found = proseText.match(pattern);
+    if (found) {
+      const at = found.index;
+      add("raw-table", proseText.slice(Math.max(0, at - 20), at + 80));
+      break;
+    }
+  }
+
+  // Admonitions (not the theme's <details> that hides a cell's source).
+  const generic = new Set(["note", "important", "warning", "tip", "hint", "caution",
+                           "attention", "danger", "error", "seealso", "see also"]);
+  for (const box of main.querySelectorAll("div.admonition")) {
+    const titleNode = box.querySelector(":scope > .admonition-title");
+    const title = (titleNode?.textContent ?? "").trim();
+    const bodyNodes = [...box.children].filter(child => child !== titleNode);
+    const body = bodyNodes.map(n => n.textContent).join(" ").trim();
+    const first = bodyNodes[0];
+    const startsBold = first?.tagName === "P" &&
+        first.firstChild?.nodeName === "STRONG";
+    const repeatsTitle = title && body.toLowerCase().startsWith(title.toLowerCase());
+    const bookTitle = bookTitles.find(t => body.startsWith(t));
+    const genericTitle = generic.has(title.toLowerCase());
+    if (repeatsTitle || (genericTitle && (bookTitle || startsBold))) {
+      add("admonition-title", `title "${title}", body "${body.slice(0, 60)}"`);
+    }
+  }
+
+  // Code and output blocks wider than their box. Hidden cells are opened first.
+  main.querySelectorAll("details").forEach(d => { d.open = true; });
+  for (const pre of main.querySelectorAll("pre")) {
+    if (pre.clientWidth > 0 && pre.scrollWidth > pre.clientWidth + 1) {
+      const longest = pre.textContent.split("\n")
+                         .reduce((a, b) => (b.length > a.length ? b : a), "");
+      add("code-overflow",
+          `${pre.scrollWidth}px in ${pre.clientWidth}px: ${longest.trim()}`);
+    }
+  }
+
+  // Images: a real alt text, and a numbered caption for every cell output image.
+  for (const img of main.querySelectorAll("img")) {
+    const alt = (img.getAttribute("alt") ?? "").trim();
+    const fileLike = /^\S*[\\/]\S*$/.test(alt)
+                     || /\.(png|jpe?g|svg|gif|webp)$/i.test(alt)
+                     || /^<Figure size/.test(alt);
+    if (!alt || fileLike) {
+      add("image-alt", `alt "${alt}" for ${img.getAttribute("src")}`);
+    }
+    if (img.closest(".cell_output")) {
+      const figure = img.closest("figure");
+      const number = figure?.querySelector("figcaption .caption-number");
+      const text = figure?.querySelector("figcaption .caption-text");
+      if (!number || !text || !text.textContent.trim()) {
+        add("figure-caption", `no numbered caption for ${img.getAttribute("src")}`);
+      }
+    }
+  }
+
+  // What cells printed: no stderr, warnings, tracebacks or progress bars.
+  const outputs = [...main.querySelectorAll(".cell_output")];
+  for (const stderr of main.querySelectorAll(".cell_output .stderr")) {
+    add("cell-stderr", stderr.textContent);
+  }
+  for (const output of outputs) {
+    const text = output.textContent;
+    const warning = text.match(/\b\w*Warning:.*/);
+    if (warning) add("cell-warning", warning[0]);
+    const traceback = text.match(/Traceback.*/);
+    if (traceback) add("cell-traceback", traceback[0]);
+    const bar = text.match(/.{0,40}(\d+%\||\bit\/s\]|\bstep\/s\]|\d+\.\d+s\/it\]).*/);
+    if (bar) add("progress-bar", bar[0]);
+  }
+  return defects;
+}"""
+
+
+def page_defects(page) -> list[str]:
+    """The rendering defects on an open page, each as "class: detail"."""
+    return page.evaluate(DEFECTS_JS, BOOK_ADMONITION_TITLES)
+
+
 @pytest.mark.parametrize("path", PAGES)
 def test_page_renders(browser, book_url, path):
     page, console_errors = open_page(browser, f"{book_url}/{path}")
@@ -55,25 +173,28 @@ def test_page_renders(browser, book_url, path):
         assert console_errors == [], f"{path}: console errors {console_errors}"
 
         broken_images = page.evaluate(
-            "() => [...document.images].filter(i => !(i.naturalWidth > 0)).map(i => i.src)"
+            "() => [...document.images].filter(i => !(i.naturalWidth > 0))"
+            ".map(i => i.src)"
         )
         assert broken_images == [], f"{path}: images that did not load: {broken_images}"
 
         math = page.evaluate(
             """() => {
                  const formulas = [...document.querySelectorAll(".math")];
-                 const untypeset = formulas.filter(f => !f.querySelector("mjx-container"));
+                 const untypeset = formulas.filter(
+                     f => !f.querySelector("mjx-container"));
                  const prose = document.querySelector("main").cloneNode(true);
                  prose.querySelectorAll("pre, code, script, style, mjx-container")
                       .forEach(node => node.remove());
-                 const raw = ["$$", "\\\\(", "\\\\["].filter(d => prose.textContent.includes(d));
+                 const raw = ["$$", "\\\\(", "\\\\["]
+                     .filter(d => prose.textContent.includes(d));
                  return {count: formulas.length,
                          untypeset: untypeset.map(f => f.textContent.slice(0, 60)),
                          raw};
                }"""
         )
         assert math["untypeset"] == [], f"{path}: formulas MathJax did not typeset"
-        assert math["raw"] == [], f"{path}: raw TeX delimiters left in the text: {math['raw']}"
+        assert math["raw"] == [], f"{path}: raw TeX delimiters left: {math['raw']}"
 
         nav_links = page.evaluate(
             "() => [...document.querySelectorAll('nav.bd-docs-nav a')]"
@@ -86,16 +207,141 @@ def test_page_renders(browser, book_url, path):
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             name = pathlib.PurePosixPath(path).stem
             page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+        defects = page_defects(page)
+        listed = "\n".join(defects)
+        assert defects == [], f"{path}: {len(defects)} rendering defects:\n{listed}"
     finally:
         page.close()
 
 
+# --- the check of the check ----------------------------------------------------------
+# A synthetic page in the theme's markup: a code column about as wide as the book's, and
+# one clean example of every element the defect check looks at.
+PNG = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8"
+    "z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+CELL_CODE = (
+    '<div class="cell docutils container"><div class="cell_input docutils container">'
+    '<div class="highlight-ipython3 notranslate"><div class="highlight">'
+    "<pre>{code}</pre>"
+    "</div></div></div>{output}</div>"
+)
+STREAM = (
+    '<div class="cell_output docutils container"><div class="output {kind} '
+    'highlight-myst-ansi notranslate"><div class="highlight"><pre>{text}</pre></div>'
+    "</div></div>"
+)
+FIGURE = (
+    '<div class="cell_output docutils container"><figure class="align-default" '
+    'id="fig-x"><img alt="{alt}" src="{src}"><figcaption><p>'
+    '<span class="caption-number">Fig. 4.1 </span>'
+    '<span class="caption-text">{caption}</span></p></figcaption></figure></div>'
+)
+CLEAN = {
+    "table": "<table><tr><th>id</th><th>symbol</th></tr><tr><td>0</td><td>pad</td>"
+    "</tr></table><p>A sentence that mentions |x| and a b | c.</p>",
+    "admonition": '<div class="note admonition"><p class="admonition-title">Not in the '
+    "paper</p><p>The paper never pads.</p></div>"
+    '<div class="admonition warning"><p class="admonition-title">Warning</p>'
+    "<p>Load only your own checkpoints.</p></div>",
+    "code": CELL_CODE.format(
+        code="x = 1  # " + "a" * 70,
+        output=STREAM.format(kind="stream", text="loss 0.25, 12 steps"),
+    ),
+    "figure": FIGURE.format(
+        alt="Heatmap of attention weights, queries as rows and keys as columns",
+        src=PNG,
+        caption="Attention weights.",
+    ),
+}
+SEEDED = {
+    "raw-table": ("table", "<p>| id | symbol | role | | ---: | :---: | --- |</p>"),
+    "admonition-title": (
+        "admonition",
+        '<div class="admonition note"><p class="admonition-title">Note</p>'
+        "<p>Not in the paper The paper never pads.</p></div>",
+    ),
+    "code-overflow": (
+        "code",
+        CELL_CODE.format(code="x = 1  # " + "a" * 200, output=""),
+    ),
+    "image-alt": (
+        "figure",
+        FIGURE.format(
+            alt="../_build/jupyter_execute/abc.png", src=PNG, caption="Weights."
+        ),
+    ),
+    "figure-caption": (
+        "figure",
+        '<div class="cell_output docutils container"><img alt="A heatmap of weights"'
+        f' src="{PNG}"></div>',
+    ),
+    "cell-stderr": (
+        "code",
+        CELL_CODE.format(code="x = 1", output=STREAM.format(kind="stderr", text="3")),
+    ),
+    "cell-warning": (
+        "code",
+        CELL_CODE.format(
+            code="x = 1",
+            output=STREAM.format(kind="stream", text="UserWarning: careful"),
+        ),
+    ),
+    "cell-traceback": (
+        "code",
+        CELL_CODE.format(
+            code="x = 1",
+            output=STREAM.format(
+                kind="stream", text="Traceback (most recent call last):"
+            ),
+        ),
+    ),
+    "progress-bar": (
+        "code",
+        CELL_CODE.format(
+            code="x = 1",
+            output=STREAM.format(
+                kind="stream",
+                text=" 40%|####      | 40/100 [00:02&lt;00:03, 19.9step/s]",
+            ),
+        ),
+    ),
+}
+
+
+def synthetic_page(parts: dict[str, str]) -> str:
+    body = "".join(parts.values())
+    return (
+        "<!doctype html><html><head><style>"
+        "main { width: 760px; margin: 0 auto; font: 16px sans-serif; }"
+        "pre { overflow: auto; font: 14px monospace; }"
+        "</style></head><body><main>" + body + "</main></body></html>"
+    )
+
+
+def test_defect_check_catches_each_class(browser):
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        page.set_content(synthetic_page(CLEAN))
+        assert page_defects(page) == [], "the clean synthetic page has defects"
+        for kind, (replaced, html) in SEEDED.items():
+            page.set_content(synthetic_page({**CLEAN, replaced: html}))
+            found = page_defects(page)
+            classes = sorted({defect.split(":")[0] for defect in found})
+            assert classes == [kind], f"seeded {kind}, found {found}"
+    finally:
+        page.close()
+
 
 def test_math_check_is_not_vacuous(browser, book_url):
-    """At least one page has formulas, so the MathJax assertions above really ran on some."""
+    """At least one page has formulas, so the MathJax assertions above really ran."""
     page, _ = open_page(browser, f"{book_url}/book/preface.html")
     try:
-        typeset = page.evaluate("() => document.querySelectorAll('.math mjx-container').length")
+        typeset = page.evaluate(
+            "() => document.querySelectorAll('.math mjx-container').length"
+        )
         assert typeset > 0
     finally:
         page.close()
