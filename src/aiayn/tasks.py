@@ -1,14 +1,15 @@
-"""Toy sequence-to-sequence tasks (the data of Part II): strings of digits in, strings out.
+"""Toy sequence-to-sequence tasks (the data of Part II): digit strings in, strings out.
 
-Every task shares one small vocabulary, so the source and target embeddings and the pre-softmax
-linear layer can share one weight matrix, as in §3.4:
+Every task shares one small vocabulary, so the source and target embeddings and the
+pre-softmax linear layer can share one weight matrix, as in §3.4:
 
     id  0      1      2      3 ... 12    13
         <pad>  <s>    </s>   0 ... 9     X
 
-``<pad>`` fills the end of shorter sequences in a batch; ``<s>`` starts the decoder's input (the
-outputs "shifted right" of Figure 1); ``</s>`` ends every target, so the model learns when to stop,
-and every source, so that the last digit is easy to find (the reversal starts there).
+``<pad>`` fills the end of shorter sequences in a batch; ``<s>`` starts the decoder's
+input (the outputs "shifted right" of Figure 1); ``</s>`` ends every target, so the
+model learns when to stop, and every source, so that the last digit is easy to find (the
+reversal starts there).
 """
 
 import zlib
@@ -27,7 +28,7 @@ TOKEN_ID = {symbol: i for i, symbol in enumerate(VOCABULARY)}
 
 
 def reverse_repeats(digits: list[str]) -> list[str]:
-    """Every even-numbered occurrence of a digit becomes X, then the sequence is reversed.
+    """Even-numbered occurrences of a digit become X; then the sequence is reversed.
 
     >>> " ".join(reverse_repeats("0 1 5 9 0 3 5 2 5".split()))
     '5 2 X 3 X 9 5 1 0'
@@ -42,7 +43,7 @@ def reverse_repeats(digits: list[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Task:
-    """A toy task: a rule from a digit sequence to a target sequence, and its vocabulary."""
+    """A toy task: a rule from digit sequences to target sequences; its vocabulary."""
 
     name: str
     rule: Callable[[list[str]], list[str]]
@@ -55,11 +56,11 @@ class Task:
         return len(VOCABULARY)
 
     def target(self, source: str) -> str:
-        """The expected output for a source string, e.g. '0 1 5' -> '5 1 0' for reverse."""
+        """The expected output for a source, e.g. '0 1 5' -> '5 1 0' for reverse."""
         return " ".join(self.rule(self.tokenize(source)))
 
     def tokenize(self, text: str) -> list[str]:
-        """Split a source string into digits; reject anything else with a clear message."""
+        """Split a source string into digits; reject anything else, saying what."""
         symbols = text.split()
         unknown = sorted({s for s in symbols if s not in "0123456789" or len(s) != 1})
         if unknown:
@@ -71,7 +72,7 @@ class Task:
         return [TOKEN_ID[s] for s in self.tokenize(text)]
 
     def decode(self, ids: list[int]) -> str:
-        """Token ids -> string, stopping at the first end token and skipping special tokens."""
+        """Token ids -> string: stop at the first end token, skip special tokens."""
         symbols = []
         for i in ids:
             if i == EOS_ID:
@@ -80,10 +81,14 @@ class Task:
                 symbols.append(VOCABULARY[i])
         return " ".join(symbols)
 
-    def sample(self, n: int, generator: torch.Generator, length: int | None = None) -> list[str]:
-        """n random source strings: lengths uniform in [min_len, max_len] unless given."""
+    def sample(
+        self, n: int, generator: torch.Generator, length: int | None = None
+    ) -> list[str]:
+        """n random sources: lengths uniform in [min_len, max_len] unless given."""
         if length is None:
-            lengths = torch.randint(self.min_len, self.max_len + 1, (n,), generator=generator)
+            lengths = torch.randint(
+                self.min_len, self.max_len + 1, (n,), generator=generator
+            )
         else:
             lengths = torch.full((n,), length)
         digits = torch.randint(0, 10, (n, int(lengths.max())), generator=generator)
@@ -97,10 +102,13 @@ TASKS = {
         Task(
             "reverse-repeats",
             reverse_repeats,
-            "every even-numbered occurrence of a digit becomes X, then the sequence is reversed",
+            "every even-numbered occurrence of a digit becomes X, then the sequence is "
+            "reversed",
         ),
         Task("copy", lambda digits: list(digits), "the output is the input"),
-        Task("reverse", lambda digits: digits[::-1], "the output is the input reversed"),
+        Task(
+            "reverse", lambda digits: digits[::-1], "the output is the input reversed"
+        ),
     ]
 }
 
@@ -155,7 +163,9 @@ class Batch:
     tgt_out: Tensor
 
     def to(self, device: torch.device | str) -> "Batch":
-        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device))
+        return Batch(
+            self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device)
+        )
 
     @property
     def num_tokens(self) -> int:
@@ -171,7 +181,9 @@ def pad(sequences: list[list[int]]) -> Tensor:
 
 def make_batch(task: Task, sources: list[str]) -> Batch:
     """Encode source strings and their targets into one padded Batch."""
-    src = [[*task.encode(s), EOS_ID] for s in sources]  # </s> marks where the source ends
+    src = [
+        [*task.encode(s), EOS_ID] for s in sources
+    ]  # </s> marks where the source ends
     tgt = [[TOKEN_ID[sym] for sym in task.target(s).split()] for s in sources]
     return Batch(
         src=pad(src),

@@ -110,9 +110,7 @@ def benchmark_cli() -> None:
     parser.add_argument(
         "--every", type=int, default=250, help="steps between evaluations"
     )
-    parser.add_argument(
-        "--n", type=int, default=10_000, help="length-10 test sources"
-    )
+    parser.add_argument("--n", type=int, default=10_000, help="length-10 test sources")
     parser.add_argument("--steps", type=int, default=TrainConfig.steps, help="at most")
     parser.add_argument(
         "--threads", type=int, default=os.cpu_count(), help="torch threads"

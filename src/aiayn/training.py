@@ -1,4 +1,4 @@
-"""Training (§5): the learning-rate schedule, label smoothing, the loop, evaluation, checkpoints."""
+"""Training (§5): the schedule, label smoothing, the loop, evaluation, checkpoints."""
 
 import contextlib
 import copy
@@ -29,23 +29,27 @@ from aiayn.tasks import (
 )
 
 
-def learning_rate(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
-    """Eq. (3): factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5), step >= 1.
+def learning_rate(
+    step: int, d_model: int, warmup_steps: int, factor: float = 1.0
+) -> float:
+    """Eq. (3): factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
 
-    It rises linearly for ``warmup_steps`` steps, peaks at step = warmup_steps, then decays as
-    the inverse square root of the step.
+    Defined for step >= 1. It rises linearly for ``warmup_steps`` steps, peaks at
+    step = warmup_steps, then decays as the inverse square root of the step.
     """
     step = max(step, 1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
-def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id: int) -> Tensor:
+def label_smoothed_loss(
+    logits: Tensor, target: Tensor, smoothing: float, pad_id: int
+) -> Tensor:
     """Cross-entropy against a smoothed target, averaged over the non-padding tokens.
 
-    logits (..., V), target (...) ids. The target distribution gives 1 - smoothing to the right
-    token and spreads ``smoothing`` uniformly over the V - 1 tokens other than padding (padding
-    is never a right answer). Computed from log_softmax, so it never takes log(0); positions
-    whose target is padding contribute nothing.
+    logits (..., V), target (...) ids. The target distribution gives 1 - smoothing to
+    the right token and spreads ``smoothing`` uniformly over the V - 1 tokens other
+    than padding (padding is never a right answer). Computed from log_softmax, so it
+    never takes log(0); positions whose target is padding contribute nothing.
     """
     log_probs = logits.log_softmax(dim=-1).flatten(0, -2)  # (N, V)
     target = target.flatten()  # (N,)
@@ -69,7 +73,9 @@ class TrainConfig:
     dim_feedforward: int = 256
     dropout: float = 0.0
     batch_size: int = 256
-    length_power: float = 2.0  # a training source of L digits has probability ∝ L**length_power
+    length_power: float = (
+        2.0  # a training source of L digits has probability ∝ L**length_power
+    )
     steps: int = 8000
     warmup_steps: int = 300
     lr_factor: float = 1.0
@@ -78,10 +84,14 @@ class TrainConfig:
     eval_every: int = 250
     eval_size: int = 1000
     target_exact_match: float | None = 0.995  # stop early once reached at an evaluation
-    average_last: int = 10  # evaluate and predict with the mean of the last weight snapshots
+    average_last: int = (
+        10  # evaluate and predict with the mean of the last weight snapshots
+    )
     snapshot_every: int = 50  # steps between two snapshots
     seed: int = 0
-    device: str = field(default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu")
+    device: str = field(
+        default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu"
+    )
 
     def model_config(self) -> dict:
         task = get_task(self.task)
@@ -109,7 +119,9 @@ class TrainState:
     step: int = 0
     history: list[dict] = field(default_factory=list)
     seconds: float = 0.0
-    snapshots: list[dict[str, Tensor]] = field(default_factory=list)  # the last weights kept
+    snapshots: list[dict[str, Tensor]] = field(
+        default_factory=list
+    )  # the last weights kept
 
     @property
     def task(self) -> Task:
@@ -124,27 +136,36 @@ class TrainState:
         return self.step >= self.config.steps or reached
 
     def take_snapshot(self) -> None:
-        """Keep a copy of the current weights; only the last ``average_last`` are kept."""
-        weights = {name: w.detach().clone() for name, w in self.model.state_dict().items()}
+        """Keep a copy of the current weights; only the last ``average_last`` stay."""
+        weights = {
+            name: w.detach().clone() for name, w in self.model.state_dict().items()
+        }
         self.snapshots = [*self.snapshots, weights][-self.config.average_last :]
 
     def averaged_model(self) -> Transformer:
-        """A copy of the model whose weights are the mean of the snapshots (§6.1's averaging
-        of the last checkpoints): the model to evaluate and predict with."""
+        """A copy of the model whose weights are the mean of the snapshots.
+
+        As §6.1 averages its last checkpoints: the model to evaluate and predict with.
+        """
         if not self.snapshots:
             return self.model
         averaged = copy.deepcopy(self.model)
         names = self.snapshots[0].keys()
-        mean = {name: torch.stack([s[name] for s in self.snapshots]).mean(0) for name in names}
+        mean = {
+            name: torch.stack([s[name] for s in self.snapshots]).mean(0)
+            for name in names
+        }
         averaged.load_state_dict(mean)
         return averaged
 
 
 def new_run(config: TrainConfig) -> TrainState:
-    """A fresh model, optimizer (Adam with the paper's betas and epsilon) and data stream."""
+    """A fresh model, optimizer (Adam, the paper's betas and epsilon), data stream."""
     torch.manual_seed(config.seed)
     model = Transformer(**config.model_config()).to(config.device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9
+    )
     data_rng = torch.Generator().manual_seed(config.seed)
     return TrainState(config, model, optimizer, data_rng)
 
@@ -154,13 +175,16 @@ def training_sources(
 ) -> list[str]:
     """n random sources whose lengths L are drawn with probability ∝ L**length_power.
 
-    0 gives every length the same chance; 1 gives a source of 10 digits ten times the chance
-    of a source of 1, so that long sources, where a digit can occur many times, are common.
+    0 gives every length the same chance; 1 gives a source of 10 digits ten times the
+    chance of a source of 1, so that long sources, where a digit can occur many times,
+    are common.
     The sources come grouped by length; a batch does not depend on its order.
     """
     lengths = torch.arange(task.min_len, task.max_len + 1)
     weights = lengths.double() ** length_power
-    drawn = lengths[torch.multinomial(weights, n, replacement=True, generator=generator)]
+    drawn = lengths[
+        torch.multinomial(weights, n, replacement=True, generator=generator)
+    ]
     sources = []
     for length, count in zip(*drawn.unique(return_counts=True), strict=True):
         sources += task.sample(int(count), generator, length=int(length))
@@ -173,11 +197,15 @@ def train_step(state: TrainState) -> dict:
     Its accuracy, ``train_token_accuracy``, is the batch's under teacher forcing.
     """
     config, model = state.config, state.model
-    sources = training_sources(state.task, config.batch_size, state.data_rng, config.length_power)
+    sources = training_sources(
+        state.task, config.batch_size, state.data_rng, config.length_power
+    )
     batch = make_batch(state.task, sources)
     batch = batch.to(config.device)
     state.step += 1
-    rate = learning_rate(state.step, config.d_model, config.warmup_steps, config.lr_factor)
+    rate = learning_rate(
+        state.step, config.d_model, config.warmup_steps, config.lr_factor
+    )
     for group in state.optimizer.param_groups:
         group["lr"] = rate
     model.train()
@@ -213,7 +241,9 @@ def predict(
     for start in range(0, len(sources), batch_size):
         batch = make_batch(task, sources[start : start + batch_size]).to(device)
         max_len = batch.tgt_out.size(1)  # target length + end token
-        output = greedy_decode(model, batch.src, PAD_ID, BOS_ID, EOS_ID, max_len=max_len + 1)
+        output = greedy_decode(
+            model, batch.src, PAD_ID, BOS_ID, EOS_ID, max_len=max_len + 1
+        )
         predictions += [task.decode(row) for row in output.tolist()]
     return predictions
 
@@ -234,7 +264,9 @@ def evaluate(model: Transformer, task: Task, sources: list[str]) -> dict[str, fl
         expected = task.target(source).split()
         got = predicted.split()
         exact += got == expected
-        right_tokens += sum(e == g for e, g in zip(expected, got, strict=False))  # may differ
+        right_tokens += sum(
+            e == g for e, g in zip(expected, got, strict=False)
+        )  # may differ
         total_tokens += len(expected)
     return {
         "exact_match": exact / len(sources),
@@ -279,7 +311,7 @@ def train(
     checkpoint: str | Path | None = None,
     progress: bool = True,
 ) -> TrainState:
-    """Train until ``config.steps`` (or the target exact match), evaluating periodically.
+    """Train until ``config.steps`` or the target exact match, evaluating periodically.
 
     Evaluations decode the validation sources, never the test ones. The checkpoint, if
     given, is written after every evaluation and at the end. Ctrl-C (SIGINT) or SIGTERM
@@ -290,7 +322,9 @@ def train(
     config = state.config
     validation = held_out_sources(state.task, "validation", config.eval_size)
     started = time.perf_counter() - state.seconds
-    bar = tqdm(total=config.steps, initial=state.step, disable=not progress, unit="step")
+    bar = tqdm(
+        total=config.steps, initial=state.step, disable=not progress, unit="step"
+    )
     with bar, signals_deferred(signal.SIGINT, signal.SIGTERM) as arrived:
         while not state.finished and not arrived:
             record = train_step(state)
@@ -351,8 +385,10 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
 
 
 def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
-    """Rebuild a run from a checkpoint: to resume training, or to predict with its model."""
-    saved = torch.load(path, map_location="cpu", weights_only=True)  # tensors and plain data only
+    """Rebuild a run from a checkpoint: to resume training, or to predict with it."""
+    saved = torch.load(
+        path, map_location="cpu", weights_only=True
+    )  # tensors and plain data only
     config = TrainConfig(**saved["config"])
     if device is not None:
         config.device = device
@@ -361,16 +397,25 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
     state = new_run(config)
     state.model.load_state_dict(saved["model"])
     state.optimizer.load_state_dict(saved["optimizer"])
-    state.step, state.history, state.seconds = saved["step"], saved["history"], saved["seconds"]
+    state.step, state.history, state.seconds = (
+        saved["step"],
+        saved["history"],
+        saved["seconds"],
+    )
     state.snapshots = saved["snapshots"]
     torch.set_rng_state(saved["torch_rng"])
     state.data_rng.set_state(saved["data_rng"])
     return state
 
 
-def load_or_train(config: TrainConfig, path: str | Path, progress: bool = True) -> TrainState:
-    """The run of ``config`` checkpointed at ``path``: reused if finished, resumed if not,
-    trained from scratch if the file is missing or holds another configuration."""
+def load_or_train(
+    config: TrainConfig, path: str | Path, progress: bool = True
+) -> TrainState:
+    """The run of ``config`` checkpointed at ``path``.
+
+    Reused if finished, resumed if not, trained from scratch if the file is missing or
+    holds another configuration.
+    """
     path = Path(path)
     state = load_checkpoint(path) if path.is_file() else None
     if state is None or state.config != config:
