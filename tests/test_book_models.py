@@ -1,4 +1,4 @@
-"""The book's trained models: made once by `make models`, then loaded by the chapters."""
+"""The book's trained models: made once by `make models`, loaded by the chapters."""
 
 import dataclasses
 
@@ -24,7 +24,9 @@ def tiny_book_models(monkeypatch):
 
 
 def test_the_book_models_are_the_chapters_configurations():
-    assert book_models.BOOK_MODELS["reverse-repeats"] == TrainConfig()  # the CLI's defaults
+    assert (
+        book_models.BOOK_MODELS["reverse-repeats"] == TrainConfig()
+    )  # the CLI's defaults
     for name in ("copy", "reverse"):
         config = book_models.BOOK_MODELS[name]
         easier = dict(task=name, num_layers=1, eval_every=100)

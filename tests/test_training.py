@@ -19,7 +19,9 @@ from aiayn.training import (
     train_step,
 )
 
-TINY = dict(d_model=32, nhead=2, num_layers=1, dim_feedforward=64, batch_size=16, eval_size=20)
+TINY = dict(
+    d_model=32, nhead=2, num_layers=1, dim_feedforward=64, batch_size=16, eval_size=20
+)
 
 
 def test_learning_rate_peaks_at_warmup_with_the_value_of_eq3():
@@ -34,17 +36,21 @@ def test_loss_ignores_padding_and_matches_cross_entropy_without_smoothing():
     target = torch.randint(3, 14, (2, 5))
     target[1, 3:] = PAD_ID
     ours = label_smoothed_loss(logits, target, 0.0, PAD_ID)
-    theirs = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=PAD_ID)
+    theirs = F.cross_entropy(
+        logits.flatten(0, 1), target.flatten(), ignore_index=PAD_ID
+    )
     torch.testing.assert_close(ours, theirs)
 
 
 def test_smoothed_loss_equals_pytorch_over_the_non_padding_classes():
     torch.manual_seed(1)
     logits = torch.randn(3, 4, 14)
-    logits[..., PAD_ID] = -1e4  # padding gets no probability, so both normalise over 13 classes
+    logits[
+        ..., PAD_ID
+    ] = -1e4  # padding gets no probability, so both normalise over 13 classes
     target = torch.randint(1, 14, (3, 4))
     ours = label_smoothed_loss(logits, target, 0.1, PAD_ID)
-    # PyTorch spreads the smoothing over every class it is given: give it all but padding.
+    # PyTorch spreads the smoothing over every class it is given: all but padding.
     theirs = F.cross_entropy(
         logits[..., 1:].flatten(0, 1), target.flatten() - 1, label_smoothing=0.1
     )
@@ -54,14 +60,18 @@ def test_smoothed_loss_equals_pytorch_over_the_non_padding_classes():
 def test_smoothed_loss_is_finite_even_for_certain_wrong_predictions():
     logits = torch.full((1, 1, 14), -1e4)
     logits[0, 0, 5] = 1e4  # certain of token 5 ...
-    loss = label_smoothed_loss(logits, torch.tensor([[6]]), 0.1, PAD_ID)  # ... but 6 is right
+    loss = label_smoothed_loss(
+        logits, torch.tensor([[6]]), 0.1, PAD_ID
+    )  # ... but 6 is right
     assert math.isfinite(loss.item())
 
 
 def test_same_seed_same_losses():
     losses = []
     for _ in range(2):
-        state = train(new_run(TrainConfig(steps=6, eval_every=6, **TINY)), progress=False)
+        state = train(
+            new_run(TrainConfig(steps=6, eval_every=6, **TINY)), progress=False
+        )
         losses.append([r["loss"] for r in state.history])
     assert losses[0] == losses[1]
 
@@ -78,27 +88,43 @@ def test_checkpoint_resume_continues_exactly(tmp_path):
 
 
 def test_checkpoint_holds_what_prediction_needs(tmp_path):
-    state = train(new_run(TrainConfig(steps=2, eval_every=2, **TINY)), tmp_path / "r.pt",
-                  progress=False)
-    saved = torch.load(tmp_path / "r.pt", weights_only=False)
-    assert {"config", "model_config", "model", "optimizer", "step", "torch_rng", "data_rng"} <= (
-        saved.keys()
+    state = train(
+        new_run(TrainConfig(steps=2, eval_every=2, **TINY)),
+        tmp_path / "r.pt",
+        progress=False,
     )
+    saved = torch.load(tmp_path / "r.pt", weights_only=False)
+    assert {
+        "config",
+        "model_config",
+        "model",
+        "optimizer",
+        "step",
+        "torch_rng",
+        "data_rng",
+    } <= (saved.keys())
     restored = load_checkpoint(tmp_path / "r.pt")
     for name, tensor in state.model.state_dict().items():
         assert torch.equal(restored.model.state_dict()[name], tensor)
 
 
 class ScriptedModel(torch.nn.Module):
-    """Stands in for a Transformer: sequence b emits token 5 until step b + 1, then </s>."""
+    """Stands in for a Transformer: sequence b emits 5 until step b + 1, then </s>."""
 
     def encode(self, src, src_mask):
         return torch.zeros(src.size(0), src.size(1), 1)
 
     def decode(self, memory, src_mask, prefix):
         step = torch.full((prefix.size(0), prefix.size(1), 1), float(prefix.size(1)))
-        return torch.cat([step, torch.arange(prefix.size(0)).float()[:, None, None]
-                          .expand(-1, prefix.size(1), 1)], dim=-1)  # (B, t, 2): step, b
+        return torch.cat(
+            [
+                step,
+                torch.arange(prefix.size(0))
+                .float()[:, None, None]
+                .expand(-1, prefix.size(1), 1),
+            ],
+            dim=-1,
+        )  # (B, t, 2): step, b
 
     def output_projection(self, hidden):
         step, b = hidden[:, 0], hidden[:, 1]
@@ -132,8 +158,15 @@ def test_training_records_keep_training_and_validation_scores_apart():
     config = TrainConfig(steps=4, eval_every=2, **TINY)
     history = train(new_run(config), progress=False).history
     assert set(history[0]) == {"step", "loss", "train_token_accuracy", "lr"}
-    assert set(history[1]) == {"step", "loss", "train_token_accuracy", "lr",
-                               "val_exact_match", "val_token_accuracy", "seconds"}
+    assert set(history[1]) == {
+        "step",
+        "loss",
+        "train_token_accuracy",
+        "lr",
+        "val_exact_match",
+        "val_token_accuracy",
+        "seconds",
+    }
 
 
 def test_load_or_train_reuses_resumes_or_retrains(tmp_path):
@@ -144,16 +177,24 @@ def test_load_or_train_reuses_resumes_or_retrains(tmp_path):
     first = load_or_train(config, path, progress=False)
     again = load_or_train(config, path, progress=False)  # finished: nothing more to do
     assert again.step == 6 and again.history == first.history
-    other = load_or_train(TrainConfig(steps=6, eval_every=3, seed=1, **TINY), path, progress=False)
-    assert other.history[0]["loss"] != first.history[0]["loss"]  # another seed: from scratch
+    other = load_or_train(
+        TrainConfig(steps=6, eval_every=3, seed=1, **TINY), path, progress=False
+    )
+    assert (
+        other.history[0]["loss"] != first.history[0]["loss"]
+    )  # another seed: from scratch
     interrupted = new_run(config)
     for _ in range(3):
         interrupted.history.append(train_step(interrupted))
     interrupted.history[0]["loss"] = -1.0  # a mark that only a resumed run keeps
     save_checkpoint(interrupted, path)
-    resumed = load_or_train(config, path, progress=False)  # same run, unfinished: resumed
+    resumed = load_or_train(
+        config, path, progress=False
+    )  # same run, unfinished: resumed
     assert resumed.history[0]["loss"] == -1.0
-    assert [r["loss"] for r in resumed.history[1:]] == [r["loss"] for r in first.history[1:]]
+    assert [r["loss"] for r in resumed.history[1:]] == [
+        r["loss"] for r in first.history[1:]
+    ]
 
 
 def test_training_stops_once_the_target_is_reached():
@@ -163,14 +204,18 @@ def test_training_stops_once_the_target_is_reached():
 
 
 def test_snapshots_are_capped_and_averaged():
-    config = TrainConfig(steps=12, eval_every=12, snapshot_every=2, average_last=3, **TINY)
+    config = TrainConfig(
+        steps=12, eval_every=12, snapshot_every=2, average_last=3, **TINY
+    )
     state = train(new_run(config), progress=False)
     assert len(state.snapshots) == 3  # snapshots at steps 8, 10 and 12
     averaged = state.averaged_model()
     name = "encoder.layers.0.feed_forward.linear1.weight"
     expected = sum(s[name] for s in state.snapshots) / 3
     torch.testing.assert_close(averaged.state_dict()[name], expected)
-    assert torch.equal(state.model.state_dict()[name], state.snapshots[-1][name])  # untouched
+    assert torch.equal(
+        state.model.state_dict()[name], state.snapshots[-1][name]
+    )  # untouched
     assert averaged is not state.model
 
 
