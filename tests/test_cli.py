@@ -81,6 +81,16 @@ def wait_for_step(process: subprocess.Popen, step: int) -> str:
     return seen
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Runs in this process use one thread too: with two cores, perhaps shared, more
+    threads only wait for each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     path = tmp_path_factory.mktemp("runs") / "copy.pt"
