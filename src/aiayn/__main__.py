@@ -24,7 +24,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import IO, NoReturn
 
 import torch
 
@@ -252,7 +252,7 @@ def output_locked(path: Path) -> Iterator[None]:
             lock_path.unlink()  # while locked: then no run holds a removed lock file
 
 
-def is_same_file(opened, path: Path) -> bool:
+def is_same_file(opened: IO, path: Path) -> bool:
     """Whether ``path`` still names the file ``opened`` (it may have been removed)."""
     try:
         return os.path.samestat(os.fstat(opened.fileno()), os.stat(path))
