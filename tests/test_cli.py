@@ -1,4 +1,4 @@
-"""The command line: train -> evaluate -> predict, resume, interruption, locking, bad input.
+"""The command line: train, evaluate, predict; resume, interruption, locking, bad input.
 
 Most tests call ``main`` in this process (fast); the ones about signals, concurrent runs
 and what a real process prints run ``python -m aiayn`` as a subprocess.
@@ -24,8 +24,17 @@ from aiayn.__main__ import main
 from aiayn.training import load_checkpoint
 
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}  # two processes may share two cores
-TINY_RUN = ["train", "--task", "copy", "--batch-size", "8", "--eval-size", "20",
-            "--device", "cpu"]  # the same numbers on every machine
+TINY_RUN = [
+    "train",
+    "--task",
+    "copy",
+    "--batch-size",
+    "8",
+    "--eval-size",
+    "20",
+    "--device",
+    "cpu",
+]  # the same numbers on every machine
 
 
 @dataclass
@@ -55,7 +64,10 @@ def aiayn(*args, stdin: bytes = b"", env=None) -> Result:
     """``python -m aiayn ARGS`` in a fresh process."""
     done = subprocess.run(
         [sys.executable, "-m", "aiayn", *map(str, args)],
-        input=stdin, capture_output=True, timeout=300, env=env or ONE_THREAD,
+        input=stdin,
+        capture_output=True,
+        timeout=300,
+        env=env or ONE_THREAD,
     )
     return Result(done.returncode, done.stdout.decode(), done.stderr.decode())
 
@@ -64,9 +76,11 @@ def start(*args) -> subprocess.Popen:
     """Start ``python -m aiayn ARGS``, with SIGINT handled as in a terminal."""
     return subprocess.Popen(
         [sys.executable, "-m", "aiayn", *map(str, args)],
-        stderr=subprocess.PIPE, text=True, env=ONE_THREAD,
-        # a shell starts background jobs with SIGINT ignored, and Python keeps it ignored:
-        # give the run the default handling, as in a terminal, wherever the tests are started
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ONE_THREAD,
+        # a shell starts background jobs with SIGINT ignored, and Python keeps it
+        # ignored: give the run the default handling, as in a terminal
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
@@ -98,7 +112,8 @@ def checkpoint(tmp_path_factory):
     result = run_main(*TINY_RUN, "--out", path, "--steps", 20, "--quiet")
     assert result.returncode == 0, result.stderr
     assert re.search(
-        r"copy: 20 steps in [\d.]+ s, validation exact match [\d.]+ on 20 ", result.stdout
+        r"copy: 20 steps in [\d.]+ s, validation exact match [\d.]+ on 20 ",
+        result.stdout,
     )
     return path
 
@@ -118,8 +133,9 @@ def test_evaluate_prints_exact_match_and_token_accuracy(checkpoint):
     assert re.search(r"exact match:\s+[01]\.\d{4}", result.stdout)
     assert re.search(r"token accuracy:\s+[01]\.\d{4}", result.stdout)
     assert "50 of length 4, test split" in result.stdout
-    validation = run_main("evaluate", "--checkpoint", checkpoint, "--split", "validation",
-                          "--n", 30)
+    validation = run_main(
+        "evaluate", "--checkpoint", checkpoint, "--split", "validation", "--n", 30
+    )
     assert "30 of length 10, validation split" in validation.stdout
 
 
@@ -127,7 +143,9 @@ def test_predict_from_arguments_and_from_standard_input(checkpoint):
     from_args = run_main("predict", "--checkpoint", checkpoint, "1 2 3", "4 5")
     assert from_args.returncode == 0, from_args.stderr
     assert len(from_args.stdout.splitlines()) == 2
-    from_stdin = run_main("predict", "--checkpoint", checkpoint, stdin=b"1 2 3\n\n4 5\n")
+    from_stdin = run_main(
+        "predict", "--checkpoint", checkpoint, stdin=b"1 2 3\n\n4 5\n"
+    )
     assert from_stdin.stdout == from_args.stdout  # blank lines are skipped
 
 
@@ -150,7 +168,7 @@ def test_saving_leaves_other_files_alone(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt", "run.tmp"]
 
 
-# --- bad input: one line on stderr, exit status 2, nothing written ---------------------
+# --- bad input: one line on stderr, exit status 2, nothing written --------------------
 
 
 def existing_run(tmp_path, checkpoint):
@@ -166,7 +184,7 @@ def read_only_directory(tmp_path, checkpoint):
 
 
 def run_in_progress(tmp_path, checkpoint):
-    """Hold the lock of run.pt as a run of another process would (returned: kept open)."""
+    """Hold the lock of run.pt as another process's run would (returned: kept open)."""
     lock = open(tmp_path / "run.pt.lock", "w")
     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     lock.write("pid 4242: python -m aiayn train --out run.pt\n")
@@ -180,7 +198,9 @@ def corrupt_checkpoints(tmp_path, checkpoint):
     (tmp_path / "truncated.pt").write_bytes(checkpoint.read_bytes()[:1000])
     saved = torch.load(checkpoint, weights_only=True)
     weights = saved["model"]
-    saved["snapshots"] = [{name: w[..., :1] for name, w in weights.items()}]  # wrong shapes
+    saved["snapshots"] = [
+        {name: w[..., :1] for name, w in weights.items()}
+    ]  # wrong shapes
     torch.save(saved, tmp_path / "bad-snapshot.pt")
     saved["snapshots"] = [{"not.a.weight": torch.zeros(1)}]
     torch.save(saved, tmp_path / "foreign-snapshot.pt")
@@ -201,66 +221,165 @@ TRAIN = [*TINY_RUN, "--out"]
 BAD_INPUT = [
     # train: option values
     case([*TRAIN, "{tmp}/x.pt", "--task", "sort"], no_setup, "unknown task 'sort'"),
-    case([*TRAIN, "{tmp}/x.pt", "--eval-size", "0"], no_setup, "--eval-size: '0' is not a"),
-    case([*TRAIN, "{tmp}/x.pt", "--steps", "0"], no_setup, "--steps: '0' is not a positive"),
+    case(
+        [*TRAIN, "{tmp}/x.pt", "--eval-size", "0"],
+        no_setup,
+        "--eval-size: '0' is not a",
+    ),
+    case(
+        [*TRAIN, "{tmp}/x.pt", "--steps", "0"],
+        no_setup,
+        "--steps: '0' is not a positive",
+    ),
     case([*TRAIN, "{tmp}/x.pt", "--steps", "-5"], no_setup, "--steps: '-5' is not a"),
-    case([*TRAIN, "{tmp}/x.pt", "--batch-size", "0"], no_setup, "--batch-size: '0' is not"),
-    case([*TRAIN, "{tmp}/x.pt", "--device", "cuda"], no_setup,
-         "--device cuda is not available", skip_if=CUDA, reason="this machine has CUDA"),
-    case([*TRAIN, "{tmp}/x.pt", "--device", "cuda:9"], no_setup,
-         "--device cuda:9 is not available"),
-    case([*TRAIN, "{tmp}/x.pt", "--device", "mps"], no_setup,
-         "--device mps is not available", skip_if=MPS, reason="this machine has MPS"),
-    case([*TRAIN, "{tmp}/x.pt", "--device", "tpu"], no_setup, "--device 'tpu' is not cpu"),
-    case([*TRAIN, "{tmp}/x.pt", "--device", "garbage"], no_setup, "--device 'garbage' is"),
+    case(
+        [*TRAIN, "{tmp}/x.pt", "--batch-size", "0"],
+        no_setup,
+        "--batch-size: '0' is not",
+    ),
+    case(
+        [*TRAIN, "{tmp}/x.pt", "--device", "cuda"],
+        no_setup,
+        "--device cuda is not available",
+        skip_if=CUDA,
+        reason="this machine has CUDA",
+    ),
+    case(
+        [*TRAIN, "{tmp}/x.pt", "--device", "cuda:9"],
+        no_setup,
+        "--device cuda:9 is not available",
+    ),
+    case(
+        [*TRAIN, "{tmp}/x.pt", "--device", "mps"],
+        no_setup,
+        "--device mps is not available",
+        skip_if=MPS,
+        reason="this machine has MPS",
+    ),
+    case(
+        [*TRAIN, "{tmp}/x.pt", "--device", "tpu"], no_setup, "--device 'tpu' is not cpu"
+    ),
+    case(
+        [*TRAIN, "{tmp}/x.pt", "--device", "garbage"], no_setup, "--device 'garbage' is"
+    ),
     # train: the output file
     case([*TRAIN, "{tmp}"], no_setup, "--out {tmp} is a directory"),
-    case([*TRAIN, "{tmp}/plain/x.pt"], plain_file, "lies under {tmp}/plain, which is a file"),
-    case([*TRAIN, "{tmp}/read-only/x.pt"], read_only_directory, "read-only is not writable",
-         skip_if=os.geteuid() == 0, reason="root may write anywhere"),
+    case(
+        [*TRAIN, "{tmp}/plain/x.pt"],
+        plain_file,
+        "lies under {tmp}/plain, which is a file",
+    ),
+    case(
+        [*TRAIN, "{tmp}/read-only/x.pt"],
+        read_only_directory,
+        "read-only is not writable",
+        skip_if=os.geteuid() == 0,
+        reason="root may write anywhere",
+    ),
     case([*TRAIN, "{tmp}/run.pt"], existing_run, "run.pt already exists: add --resume"),
-    case([*TRAIN, "{tmp}/run.pt"], run_in_progress,
-         "run.pt is being written by another run (pid 4242: python -m aiayn train"),
+    case(
+        [*TRAIN, "{tmp}/run.pt"],
+        run_in_progress,
+        "run.pt is being written by another run (pid 4242: python -m aiayn train",
+    ),
     # train --resume: a checkpoint that agrees with the options
-    case([*TRAIN, "{tmp}/run.pt", "--resume"], no_setup,
-         "--resume: there is no checkpoint {tmp}/run.pt to continue"),
-    case([*TRAIN, "{tmp}/run.pt", "--resume", "--force"], existing_run, "not allowed with"),
-    case([*TRAIN, "{tmp}/run.pt", "--resume", "--task", "reverse"], existing_run,
-         "--task reverse conflicts with copy in {tmp}/run.pt"),
-    case([*TRAIN, "{tmp}/run.pt", "--resume", "--seed", "7"], existing_run,
-         "--seed 7 conflicts with 0"),
-    case([*TRAIN, "{tmp}/run.pt", "--resume", "--batch-size", "4"], existing_run,
-         "--batch-size 4 conflicts with 8"),
-    case([*TRAIN, "{tmp}/run.pt", "--resume", "--eval-size", "5"], existing_run,
-         "--eval-size 5 conflicts with 20"),
-    case([*TRAIN, "{tmp}/run.pt", "--resume", "--steps", "10"], existing_run,
-         "--steps 10: {tmp}/run.pt has done 20 already"),
-    case([*TRAIN, "{tmp}/bad-snapshot.pt", "--resume"], corrupt_checkpoints,
-         "bad-snapshot.pt is not a readable aiayn checkpoint"),
+    case(
+        [*TRAIN, "{tmp}/run.pt", "--resume"],
+        no_setup,
+        "--resume: there is no checkpoint {tmp}/run.pt to continue",
+    ),
+    case(
+        [*TRAIN, "{tmp}/run.pt", "--resume", "--force"],
+        existing_run,
+        "not allowed with",
+    ),
+    case(
+        [*TRAIN, "{tmp}/run.pt", "--resume", "--task", "reverse"],
+        existing_run,
+        "--task reverse conflicts with copy in {tmp}/run.pt",
+    ),
+    case(
+        [*TRAIN, "{tmp}/run.pt", "--resume", "--seed", "7"],
+        existing_run,
+        "--seed 7 conflicts with 0",
+    ),
+    case(
+        [*TRAIN, "{tmp}/run.pt", "--resume", "--batch-size", "4"],
+        existing_run,
+        "--batch-size 4 conflicts with 8",
+    ),
+    case(
+        [*TRAIN, "{tmp}/run.pt", "--resume", "--eval-size", "5"],
+        existing_run,
+        "--eval-size 5 conflicts with 20",
+    ),
+    case(
+        [*TRAIN, "{tmp}/run.pt", "--resume", "--steps", "10"],
+        existing_run,
+        "--steps 10: {tmp}/run.pt has done 20 already",
+    ),
+    case(
+        [*TRAIN, "{tmp}/bad-snapshot.pt", "--resume"],
+        corrupt_checkpoints,
+        "bad-snapshot.pt is not a readable aiayn checkpoint",
+    ),
     # evaluate
-    case(["evaluate", "--checkpoint", "{tmp}/missing.pt"], no_setup,
-         "checkpoint {tmp}/missing.pt not found"),
-    case(["evaluate", "--checkpoint", "{tmp}/run.pt", "--n", "0"], existing_run,
-         "--n: '0' is not a positive whole number"),
-    case(["evaluate", "--checkpoint", "{tmp}/run.pt", "--length", "12"], existing_run,
-         "--length 12 is outside 1..10"),
-    case(["evaluate", "--checkpoint", "{tmp}/run.pt", "--length", "0"], existing_run,
-         "--length 0 is outside 1..10"),
-    case(["evaluate", "--checkpoint", "{tmp}/run.pt", "--split", "train"], existing_run,
-         "invalid choice: 'train'"),
+    case(
+        ["evaluate", "--checkpoint", "{tmp}/missing.pt"],
+        no_setup,
+        "checkpoint {tmp}/missing.pt not found",
+    ),
+    case(
+        ["evaluate", "--checkpoint", "{tmp}/run.pt", "--n", "0"],
+        existing_run,
+        "--n: '0' is not a positive whole number",
+    ),
+    case(
+        ["evaluate", "--checkpoint", "{tmp}/run.pt", "--length", "12"],
+        existing_run,
+        "--length 12 is outside 1..10",
+    ),
+    case(
+        ["evaluate", "--checkpoint", "{tmp}/run.pt", "--length", "0"],
+        existing_run,
+        "--length 0 is outside 1..10",
+    ),
+    case(
+        ["evaluate", "--checkpoint", "{tmp}/run.pt", "--split", "train"],
+        existing_run,
+        "invalid choice: 'train'",
+    ),
     # predict
-    case(["predict", "--checkpoint", "{tmp}/truncated.pt", "1 2"], corrupt_checkpoints,
-         "truncated.pt is not a readable aiayn checkpoint"),
-    case(["predict", "--checkpoint", "{tmp}/foreign-snapshot.pt", "1 2"],
-         corrupt_checkpoints, "foreign-snapshot.pt is not a readable aiayn checkpoint"),
-    case(["predict", "--checkpoint", "{tmp}/run.pt", "1 a 2"], existing_run,
-         "['a'] are not digits"),
-    case(["predict", "--checkpoint", "{tmp}/run.pt", " ".join("1" * 11)], existing_run,
-         "has 11 tokens"),
-    case(["predict", "--checkpoint", "{tmp}/run.pt", ""], existing_run,
-         "'' is an empty sequence"),
-    case(["predict", "--checkpoint", "{tmp}/run.pt", "1", "  "], existing_run,
-         "'  ' is an empty sequence"),
+    case(
+        ["predict", "--checkpoint", "{tmp}/truncated.pt", "1 2"],
+        corrupt_checkpoints,
+        "truncated.pt is not a readable aiayn checkpoint",
+    ),
+    case(
+        ["predict", "--checkpoint", "{tmp}/foreign-snapshot.pt", "1 2"],
+        corrupt_checkpoints,
+        "foreign-snapshot.pt is not a readable aiayn checkpoint",
+    ),
+    case(
+        ["predict", "--checkpoint", "{tmp}/run.pt", "1 a 2"],
+        existing_run,
+        "['a'] are not digits",
+    ),
+    case(
+        ["predict", "--checkpoint", "{tmp}/run.pt", " ".join("1" * 11)],
+        existing_run,
+        "has 11 tokens",
+    ),
+    case(
+        ["predict", "--checkpoint", "{tmp}/run.pt", ""],
+        existing_run,
+        "'' is an empty sequence",
+    ),
+    case(
+        ["predict", "--checkpoint", "{tmp}/run.pt", "1", "  "],
+        existing_run,
+        "'  ' is an empty sequence",
+    ),
 ]
 
 
@@ -272,7 +391,9 @@ def files_under(directory) -> dict:
 def test_bad_input_is_one_line_exit_status_2_and_writes_nothing(
     args, setup, message, checkpoint, tmp_path
 ):
-    _held = setup(tmp_path, checkpoint)  # a lock that setup took stays held until the end
+    _held = setup(
+        tmp_path, checkpoint
+    )  # a lock that setup took stays held until the end
     before = files_under(tmp_path)
     result = run_main(*(arg.format(tmp=tmp_path) for arg in args))
     assert result.returncode == 2
@@ -285,7 +406,11 @@ def test_bad_input_is_one_line_exit_status_2_and_writes_nothing(
     ("args", "stdin", "message"),
     [
         (["predict", "--checkpoint", "CORRUPT", "1 2"], b"", "not a readable aiayn"),
-        (["predict", "--checkpoint", "CHECKPOINT"], b"1 2\n\xff\xfe\n", "not utf-8 text"),
+        (
+            ["predict", "--checkpoint", "CHECKPOINT"],
+            b"1 2\n\xff\xfe\n",
+            "not utf-8 text",
+        ),
         (["train", "--out", "CHECKPOINT", "--device", "cuda:9"], b"", "not available"),
     ],
 )
@@ -296,10 +421,12 @@ def test_a_real_process_prints_one_line_too(args, stdin, message, checkpoint, tm
     result = aiayn(*args, stdin=stdin, env={**ONE_THREAD, "PYTHONIOENCODING": "utf-8"})
     assert result.returncode == 2
     assert message in result.stderr
-    assert len(result.stderr.splitlines()) == 1, result.stderr  # no warning, no traceback
+    assert len(result.stderr.splitlines()) == 1, (
+        result.stderr
+    )  # no warning, no traceback
 
 
-# --- interruption and concurrent runs ----------------------------------------------------
+# --- interruption and concurrent runs -------------------------------------------------
 
 
 def test_a_run_interrupted_at_random_moments_resumes_bit_for_bit(tmp_path):
@@ -322,7 +449,9 @@ def test_a_run_interrupted_at_random_moments_resumes_bit_for_bit(tmp_path):
     assert result.returncode == 0, result.stderr
     ours, theirs = (torch.load(p, weights_only=True) for p in (interrupted, straight))
     assert ours["step"] == theirs["step"] == 40
-    assert [r["loss"] for r in ours["history"]] == [r["loss"] for r in theirs["history"]]
+    assert [r["loss"] for r in ours["history"]] == [
+        r["loss"] for r in theirs["history"]
+    ]
     for name, weight in theirs["model"].items():
         assert torch.equal(ours["model"][name], weight), name
 
@@ -342,4 +471,6 @@ def test_a_second_run_on_the_same_out_is_refused_and_sigterm_saves(tmp_path):
     assert first.returncode == 143
     assert "interrupted by SIGTERM" in rest and "--resume" in rest
     assert 0 < load_checkpoint(out).step < 100000
-    assert [p.name for p in tmp_path.iterdir()] == ["run.pt"]  # no lock, no temporary file
+    assert [p.name for p in tmp_path.iterdir()] == [
+        "run.pt"
+    ]  # no lock, no temporary file
