@@ -227,9 +227,8 @@ def output_locked(path: Path) -> Iterator[None]:
     path fails at once, naming this one. The lock file is removed at the end."""
     lock_path = path.with_name(f"{path.name}.lock")
     while True:
-        lock = open(
-            lock_path, "a+"
-        )  # closed below, or by the with block after the loop
+        # closed below, or by the with block after the loop
+        lock = open(lock_path, "a+")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

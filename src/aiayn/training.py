@@ -73,9 +73,8 @@ class TrainConfig:
     dim_feedforward: int = 256
     dropout: float = 0.0
     batch_size: int = 256
-    length_power: float = (
-        2.0  # a training source of L digits has probability ∝ L**length_power
-    )
+    # a training source of L digits has probability ∝ L**length_power
+    length_power: float = 2.0
     steps: int = 8000
     warmup_steps: int = 300
     lr_factor: float = 1.0
@@ -84,9 +83,8 @@ class TrainConfig:
     eval_every: int = 250
     eval_size: int = 1000
     target_exact_match: float | None = 0.995  # stop early once reached at an evaluation
-    average_last: int = (
-        10  # evaluate and predict with the mean of the last weight snapshots
-    )
+    # evaluate and predict with the mean of the last weight snapshots
+    average_last: int = 10
     snapshot_every: int = 50  # steps between two snapshots
     seed: int = 0
     device: str = field(
@@ -119,9 +117,8 @@ class TrainState:
     step: int = 0
     history: list[dict] = field(default_factory=list)
     seconds: float = 0.0
-    snapshots: list[dict[str, Tensor]] = field(
-        default_factory=list
-    )  # the last weights kept
+    # the last weights kept, for averaging
+    snapshots: list[dict[str, Tensor]] = field(default_factory=list)
 
     @property
     def task(self) -> Task:
@@ -264,9 +261,8 @@ def evaluate(model: Transformer, task: Task, sources: list[str]) -> dict[str, fl
         expected = task.target(source).split()
         got = predicted.split()
         exact += got == expected
-        right_tokens += sum(
-            e == g for e, g in zip(expected, got, strict=False)
-        )  # may differ
+        # the two may differ in length
+        right_tokens += sum(e == g for e, g in zip(expected, got, strict=False))
         total_tokens += len(expected)
     return {
         "exact_match": exact / len(sources),
@@ -386,9 +382,8 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
 
 def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
     """Rebuild a run from a checkpoint: to resume training, or to predict with it."""
-    saved = torch.load(
-        path, map_location="cpu", weights_only=True
-    )  # tensors and plain data only
+    # tensors and plain data only: a checkpoint cannot run code when it is loaded
+    saved = torch.load(path, map_location="cpu", weights_only=True)
     config = TrainConfig(**saved["config"])
     if device is not None:
         config.device = device
