@@ -74,14 +74,18 @@ lint: $(SETUP)
 unit: $(SETUP)
 	$(PY) -m pytest tests
 
-# Every chapter, converted to a git-ignored .ipynb, executed cell by cell by nbval.
+# Every chapter, converted to a git-ignored .ipynb, executed cell by cell by nbval. The outputs
+# of the chapters that pass are stored in the book's execution cache (tests/nbval_book_cache.py),
+# so the strict build below renders them instead of executing every chapter a second time.
 notebooks: $(SETUP) $(BUILD)/.src-stamp models
 	rm -rf $(NBVAL) && mkdir -p $(NBVAL)
 	for chapter in $(CHAPTERS); do \
 	  $(VENV)/bin/jupytext --quiet --to ipynb --output $(NBVAL)/$$(basename $${chapter%.md}).ipynb $$chapter; \
 	done
 	test "$$(ls $(NBVAL)/*.ipynb | wc -l)" -eq "$(words $(CHAPTERS))"
-	$(PY) -m pytest --nbval-lax --nbval-current-env -p tests.notebook_durations $(NBVAL)
+	rm -rf $(CACHE)
+	$(PY) -m pytest --nbval-lax --nbval-current-env -p tests.notebook_durations \
+	  -p tests.nbval_book_cache --book-cache $(CACHE) $(NBVAL)
 
 # Warnings are errors (-W), every reference must resolve (-n), failing cells raise;
 # --all rebuilds every page so that no warning hides behind an earlier build.
