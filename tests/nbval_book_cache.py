@@ -1,15 +1,16 @@
 """A pytest plugin: the chapters nbval executed become the book build's execution cache.
 
 nbval runs every chapter (converted to ``_build/nbval/NAME.ipynb``) cell by cell. With
-``--book-cache DIR``, each chapter whose cells all passed is stored, with the outputs that
-nbval collected, in the jupyter-cache at DIR that the book build reads
-(``execute_notebooks: cache`` in _config.yml), keyed as myst-nb keys it: on the chapter's
-source (``--book-chapters``, default book/NAME.md) read the way myst-nb reads it. The strict
-build that follows then renders what nbval ran instead of running every chapter a second
-time. A chapter that is not in the cache, or whose cells changed since, is executed by the
-build as usual.
+``--book-cache DIR``, each chapter whose cells all passed is stored, with the outputs
+that nbval collected, in the jupyter-cache at DIR that the book build reads
+(``execute_notebooks: cache`` in _config.yml). It is keyed as myst-nb keys it: on the
+chapter's source (``--book-chapters``, default book/NAME.md), read the way myst-nb reads
+it. The strict build that follows then renders what nbval ran instead of running every
+chapter a second time. A chapter that is not in the cache, or whose cells changed
+since, is executed by the build as usual.
 
-    python -m pytest --nbval-lax -p tests.nbval_book_cache --book-cache _build/.jupyter_cache
+    python -m pytest --nbval-lax -p tests.nbval_book_cache \
+        --book-cache _build/.jupyter_cache _build/nbval
 """
 
 from collections import defaultdict
@@ -27,7 +28,9 @@ _seconds: dict[str, float] = defaultdict(float)
 def pytest_addoption(parser):
     group = parser.getgroup("nbval book cache")
     group.addoption("--book-cache", help="jupyter-cache folder of the book build")
-    group.addoption("--book-chapters", default="book", help="folder of the NAME.md sources")
+    group.addoption(
+        "--book-chapters", default="book", help="folder of the NAME.md sources"
+    )
 
 
 def pytest_runtest_teardown(item):
@@ -57,9 +60,8 @@ def pytest_sessionfinish(session):
         executed = chapter_with_outputs(source, outputs)
         if executed is None:
             continue
-        bundle = CacheBundleIn(
-            executed, str(source.resolve()), data={"execution_seconds": _seconds[notebook]}
-        )
+        seconds = {"execution_seconds": _seconds[notebook]}
+        bundle = CacheBundleIn(executed, str(source.resolve()), data=seconds)
         cache.cache_notebook_bundle(bundle, check_validity=False, overwrite=True)
         cached.append(source.stem)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -70,7 +72,8 @@ def pytest_sessionfinish(session):
 def chapter_with_outputs(source: Path, outputs: dict[int, list]):
     """The chapter as myst-nb reads it, each code cell with the outputs nbval collected;
     None unless every code cell ran."""
-    notebook = read_myst_markdown_notebook(source.read_text(encoding="utf-8"), path=source)
+    text = source.read_text(encoding="utf-8")
+    notebook = read_myst_markdown_notebook(text, path=source)
     code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
     if sorted(outputs) != list(range(len(code_cells))):
         return None
