@@ -9,8 +9,7 @@ it. The strict build that follows then renders what nbval ran instead of running
 chapter a second time. A chapter that is not in the cache, or whose cells changed
 since, is executed by the build as usual.
 
-    python -m pytest --nbval-lax -p tests.nbval_book_cache \
-        --book-cache _build/.jupyter_cache _build/nbval
+    pytest --nbval-lax -p tests.nbval_book_cache --book-cache CACHE NOTEBOOKS
 """
 
 from collections import defaultdict
