@@ -19,12 +19,13 @@ SETUP    := $(VENV)/.installed
 SRC      := $(shell find src -type f -name '*.py' 2>/dev/null) $(wildcard src/aiayn)
 CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: help book models test lint unit notebooks strict-book browser chromium clean
+.PHONY: help book models sync test lint unit notebooks strict-book browser chromium clean
 
 help:
 	@echo "make book   build the HTML book into $(BUILD)/html"
 	@echo "make test   run every check: lint, unit tests, notebooks, strict build, browser"
 	@echo "make models train the models the final chapters load (into $(RUNS))"
+	@echo "make sync   copy the library's definitions into the chapters that teach them"
 	@echo "make clean  remove $(BUILD) (keeps $(VENV))"
 
 # --- setup -------------------------------------------------------------------------------------
@@ -55,6 +56,12 @@ models: $(SETUP) $(BUILD)/.src-stamp
 book: $(SETUP) $(BUILD)/.src-stamp models
 	$(JB) build .
 	@echo "Open $(BUILD)/html/index.html"
+
+# --- the taught code ----------------------------------------------------------------------------
+# src/aiayn is the source of every definition a chapter teaches; this copies each one into the
+# chapters (tests/test_book_matches_library.py fails until it has been run).
+sync: $(SETUP)
+	$(PY) tests/book_code.py
 
 # --- the tests ---------------------------------------------------------------------------------
 test: lint unit notebooks strict-book browser
