@@ -63,7 +63,7 @@ def test_sinusoidal_encoding_rejects_odd_d_model():
 
 
 def test_positional_encoding_adds_pe_and_is_a_non_persistent_buffer():
-    module = PositionalEncoding(d_model=8, max_len=50)
+    module = PositionalEncoding(d_model=8, max_positions=50)
     x = torch.randn(2, 6, 8)
     assert_close(module(x), x + sinusoidal_encoding(6, 8))
     assert module.pe.shape == (50, 8)
@@ -72,15 +72,15 @@ def test_positional_encoding_adds_pe_and_is_a_non_persistent_buffer():
 
 
 @pytest.mark.parametrize("cls", [PositionalEncoding, LearnedPositionalEmbedding])
-def test_positional_modules_reject_sequences_longer_than_max_len(cls):
-    module = cls(8, max_len=5)
+def test_positional_modules_reject_sequences_longer_than_max_positions(cls):
+    module = cls(8, max_positions=5)
     assert module(torch.zeros(1, 5, 8)).shape == (1, 5, 8)
-    with pytest.raises(ValueError, match=r"6 exceeds max_len=5"):
+    with pytest.raises(ValueError, match=r"6 exceeds max_positions=5"):
         module(torch.zeros(1, 6, 8))
 
 
 def test_learned_positional_embedding_is_trained():
-    module = LearnedPositionalEmbedding(8, max_len=10)
+    module = LearnedPositionalEmbedding(8, max_positions=10)
     x = torch.randn(2, 4, 8)
     assert_close(module(x), x + module.pe[:4])
     module(x).sum().backward()

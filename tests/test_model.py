@@ -1,10 +1,17 @@
+import dataclasses
 import math
 
 import pytest
 import torch
 from torch.testing import assert_close
 
-from aiayn import Transformer, padding_mask, recording_attention, target_mask
+from aiayn import (
+    LearnedPositionalEmbedding,
+    Transformer,
+    padding_mask,
+    recording_attention,
+    target_mask,
+)
 
 SMALL = dict(
     d_model=16, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=32
@@ -16,7 +23,7 @@ TGT = torch.tensor([[1, 8, 9, 2], [1, 8, 0, 0]])
 def small_model(src_vocab=11, tgt_vocab=11, seed=0, **kwargs):
     torch.manual_seed(seed)
     return Transformer(
-        src_vocab, tgt_vocab, **{**SMALL, "dropout": 0.0, **kwargs}
+        src_vocab=src_vocab, tgt_vocab=tgt_vocab, **{**SMALL, "dropout": 0.0, **kwargs}
     ).eval()
 
 
@@ -100,11 +107,31 @@ def test_full_model_padding_invariance():
 
 def test_config_rebuilds_the_model():
     model = small_model()
-    clone = Transformer(**model.config)
+    clone = Transformer(model.config)
     clone.load_state_dict(model.state_dict())
     clone.eval()
     assert_close(clone(SRC, TGT, *masks()), model(SRC, TGT, *masks()))
-    assert model.config["d_model"] == 16 and model.config["tie_weights"] is True
+    assert model.config.d_model == 16 and model.config.tie_weights is True
+
+
+def test_keywords_next_to_a_config_change_those_fields():
+    model = small_model()
+    changed = Transformer(model.config, dropout=0.3)
+    assert changed.config.dropout == 0.3
+    assert changed.config == dataclasses.replace(model.config, dropout=0.3)
+    with pytest.raises(ValueError, match="positional='rotary'"):
+        Transformer(model.config, positional="rotary")
+
+
+def test_learned_positions_and_key_value_widths_plug_in():
+    """Table 3's row E (learned positions) and row B (d_k, d_v) are options."""
+    model = small_model(positional="learned", d_k=3, d_v=5)
+    assert isinstance(model.positional, LearnedPositionalEmbedding)
+    attention = model.decoder.layers[0].cross_attn
+    # W^Q, W^K: h d_k rows each, W^V: h d_v rows; W^O maps h d_v back to d_model
+    assert attention.in_proj.weight.shape == (4 * (3 + 3 + 5), 16)
+    assert attention.out_proj.weight.shape == (16, 4 * 5)
+    assert model(SRC, TGT, *masks()).shape == (*TGT.shape, 11)
 
 
 def test_same_seed_same_model_and_output():
@@ -148,18 +175,18 @@ def test_attention_maps_after_a_recorded_forward_pass():
 
 
 def test_bad_token_ids_and_lengths_raise_clear_errors():
-    model = small_model(max_len=6)
+    model = small_model(max_positions=6)
     with pytest.raises(ValueError, match=r"tokens .*vocab_size=11"):
         model(torch.tensor([[3, 11]]), TGT[:1])
     with pytest.raises(ValueError, match=r"tokens .*vocab_size=11"):
         model(SRC[:1], torch.tensor([[1, -1]]))
-    with pytest.raises(ValueError, match=r"sequence length 7 exceeds max_len=6"):
+    with pytest.raises(ValueError, match=r"sequence length 7 exceeds max_positions=6"):
         model(torch.ones(1, 7, dtype=torch.long), TGT[:1])
 
 
 def test_base_model_parameter_count_on_meta_device():
     with torch.device("meta"):
-        model = Transformer(37000, 37000)
+        model = Transformer(src_vocab=37000, tgt_vocab=37000)
     # the shared matrix counted once
     n_params = sum(p.numel() for p in model.parameters())
     assert model.output_projection.weight.is_meta

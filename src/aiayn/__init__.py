@@ -28,7 +28,7 @@ from aiayn.layers import (
     ResidualSublayer,
 )
 from aiayn.masks import check_mask, padding_mask, subsequent_mask, target_mask
-from aiayn.model import Transformer
+from aiayn.model import Transformer, TransformerConfig
 
 __version__ = "0.1.0"
 
@@ -45,6 +45,7 @@ __all__ = [
     "ResidualSublayer",
     "TokenEmbedding",
     "Transformer",
+    "TransformerConfig",
     "check_mask",
     "load_decoder_layer",
     "load_encoder_layer",

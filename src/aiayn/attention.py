@@ -53,9 +53,10 @@ class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, as in §3.2.2.
 
     The h projections W^Q_i (d_model x d_k each) sit side by side in one (d_model x
-    d_model) matrix W^Q, and likewise W^K and W^V; the three are stacked in one Linear
-    ``in_proj`` (rows [0, d_model) are W^Q, then W^K, then W^V), the layout of
-    nn.MultiheadAttention. Head i uses rows [i * d_k, (i + 1) * d_k) of each.
+    h d_k) matrix W^Q, and likewise W^K and W^V (h d_v wide); the three are stacked in
+    one Linear ``in_proj`` (rows [0, h d_k) are W^Q, then W^K, then W^V), the layout of
+    nn.MultiheadAttention. Head i uses rows [i * d_k, (i + 1) * d_k) of each. d_k and
+    d_v default to the paper's d_model / h; Table 3 (row B) varies them.
 
     forward(query (B, T, d_model), key (B, S, d_model), value (B, S, d_model),
             mask broadcastable to (B, T, S)) -> (B, T, d_model)
@@ -74,16 +75,24 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, nhead: int, dropout: float = 0.0, bias: bool = True
+        self,
+        d_model: int,
+        nhead: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        d_k: int | None = None,
+        d_v: int | None = None,
     ):
         super().__init__()
-        if d_model % nhead != 0:
+        if None in (d_k, d_v) and d_model % nhead != 0:
             raise ValueError(f"d_model={d_model} is not divisible by nhead={nhead}")
         self.d_model = d_model
         self.nhead = nhead
-        self.d_k = d_model // nhead  # = d_v
-        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # [W^Q; W^K; W^V]
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
+        self.d_k = d_k or d_model // nhead  # the paper's d_k = d_v = d_model / h
+        self.d_v = d_v or d_model // nhead
+        # [W^Q; W^K; W^V]: h d_k + h d_k + h d_v rows
+        self.in_proj = nn.Linear(d_model, nhead * (2 * self.d_k + self.d_v), bias=bias)
+        self.out_proj = nn.Linear(nhead * self.d_v, d_model, bias=bias)  # W^O
         # on the attention weights, as in PyTorch
         self.attn_dropout = nn.Dropout(dropout)
         self.keep_weights = False
@@ -91,17 +100,19 @@ class MultiHeadAttention(nn.Module):
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
         """Q W^Q, K W^K, V W^V for all heads at once, in the fewest matrix products."""
-        d = self.d_model
+        q_end, k_end = self.nhead * self.d_k, 2 * self.nhead * self.d_k
+        widths = [q_end, q_end, self.nhead * self.d_v]
         if query is key and key is value:  # self-attention: one product for all three
-            # (B, T, 3 d_model) -> 3 x (B, T, d_model)
-            return self.in_proj(query).chunk(3, dim=-1)
-        q = self._in_proj_rows(query, slice(0, d))
+            # (B, T, h (2 d_k + d_v)) -> (B, T, h d_k), (B, T, h d_k), (B, T, h d_v)
+            return self.in_proj(query).split(widths, dim=-1)
+        q = self._in_proj_rows(query, slice(0, q_end))
         if key is value:  # encoder-decoder attention: keys and values in one product
-            return q, *self._in_proj_rows(key, slice(d, 3 * d)).chunk(2, dim=-1)
+            kv = self._in_proj_rows(key, slice(q_end, None))
+            return q, *kv.split(widths[1:], dim=-1)
         return (
             q,
-            self._in_proj_rows(key, slice(d, 2 * d)),
-            self._in_proj_rows(value, slice(2 * d, 3 * d)),
+            self._in_proj_rows(key, slice(q_end, k_end)),
+            self._in_proj_rows(value, slice(k_end, None)),
         )
 
     def _in_proj_rows(self, x: Tensor, rows: slice) -> Tensor:
@@ -117,12 +128,12 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = query.shape
         S = key.size(1)
         q, k, v = self._project(query, key, value)
-        # (B, T, d_model) -> (B, h, T, d_k)
+        # (B, T, h d_k) -> (B, h, T, d_k)
         q = q.view(B, T, self.nhead, self.d_k).transpose(1, 2)
-        # (B, S, d_model) -> (B, h, S, d_k)
+        # (B, S, h d_k) -> (B, h, S, d_k)
         k = k.view(B, S, self.nhead, self.d_k).transpose(1, 2)
-        # (B, S, d_model) -> (B, h, S, d_k)
-        v = v.view(B, S, self.nhead, self.d_k).transpose(1, 2)
+        # (B, S, h d_v) -> (B, h, S, d_v)
+        v = v.view(B, S, self.nhead, self.d_v).transpose(1, 2)
         if mask is not None:
             check_mask(mask, (B, T, S))
             # (B, T, S) -> (B, 1, T, S): the same mask for every head
@@ -138,8 +149,8 @@ class MultiHeadAttention(nn.Module):
                 q, k, v, attn_mask=mask, dropout_p=dropout_p
             )
             self.last_weights = None
-        # (B, h, T, d_k) -> (B, T, d_model)
-        out = out.transpose(1, 2).reshape(B, T, self.d_model)
+        # (B, h, T, d_v) -> (B, T, h d_v)
+        out = out.transpose(1, 2).reshape(B, T, self.nhead * self.d_v)
         return self.out_proj(out)
 
 

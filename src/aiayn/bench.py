@@ -122,8 +122,9 @@ def bench_batch(cfg: BenchConfig, seed: int = 0) -> BenchBatch:
 
 def build_models(cfg: BenchConfig) -> tuple[Transformer, TorchTransformer]:
     ours = Transformer(
-        cfg.vocab, cfg.vocab, cfg.d_model, cfg.nhead, cfg.layers, cfg.layers,
-        cfg.dim_feedforward, cfg.dropout,
+        src_vocab=cfg.vocab, tgt_vocab=cfg.vocab, d_model=cfg.d_model,
+        nhead=cfg.nhead, num_encoder_layers=cfg.layers, num_decoder_layers=cfg.layers,
+        dim_feedforward=cfg.dim_feedforward, dropout=cfg.dropout,
     )  # fmt: skip
     return ours, TorchTransformer(cfg)
 

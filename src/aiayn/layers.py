@@ -63,9 +63,11 @@ class EncoderLayer(nn.Module):
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
         norm_first: bool = False,
+        d_k: int | None = None,
+        d_v: int | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout)
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout, d_k=d_k, d_v=d_v)
         self.feed_forward = PositionwiseFeedForward(d_model, dim_feedforward, dropout)
         self.self_attn_residual = ResidualSublayer(d_model, dropout, norm_first)
         self.feed_forward_residual = ResidualSublayer(d_model, dropout, norm_first)
@@ -90,11 +92,13 @@ class DecoderLayer(nn.Module):
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
         norm_first: bool = False,
+        d_k: int | None = None,
+        d_v: int | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout)
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout, d_k=d_k, d_v=d_v)
         # encoder-decoder attention
-        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout, d_k=d_k, d_v=d_v)
         self.feed_forward = PositionwiseFeedForward(d_model, dim_feedforward, dropout)
         self.self_attn_residual = ResidualSublayer(d_model, dropout, norm_first)
         self.cross_attn_residual = ResidualSublayer(d_model, dropout, norm_first)
@@ -130,10 +134,12 @@ class Encoder(nn.Module):
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
         norm_first: bool = False,
+        d_k: int | None = None,
+        d_v: int | None = None,
     ):
         super().__init__()
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, nhead, dim_feedforward, dropout, norm_first)
+            EncoderLayer(d_model, nhead, dim_feedforward, dropout, norm_first, d_k, d_v)
             for _ in range(num_layers)
         )
         self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
@@ -159,10 +165,12 @@ class Decoder(nn.Module):
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
         norm_first: bool = False,
+        d_k: int | None = None,
+        d_v: int | None = None,
     ):
         super().__init__()
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, nhead, dim_feedforward, dropout, norm_first)
+            DecoderLayer(d_model, nhead, dim_feedforward, dropout, norm_first, d_k, d_v)
             for _ in range(num_layers)
         )
         self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()

@@ -1,14 +1,61 @@
 """The Transformer (Figure 1): embeddings, encoder, decoder, output layer."""
 
+from dataclasses import dataclass, replace
+
 from torch import Tensor, nn
 
-from aiayn.embeddings import PositionalEncoding, TokenEmbedding
+from aiayn.embeddings import (
+    LearnedPositionalEmbedding,
+    PositionalEncoding,
+    TokenEmbedding,
+)
 from aiayn.layers import Decoder, Encoder
 from aiayn.masks import subsequent_mask
 
 
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Everything that fixes a Transformer's shape; names follow nn.Transformer.
+
+    The defaults are the paper's base model (Table 3): d_model 512, h 8, N 6,
+    d_ff 2048, dropout 0.1. ``Transformer(config)`` builds it; checkpoints store it.
+    """
+
+    src_vocab: int  # number of source token ids
+    tgt_vocab: int  # number of target token ids
+    d_model: int = 512
+    nhead: int = 8  # the paper's h
+    num_encoder_layers: int = 6  # the paper's N
+    num_decoder_layers: int = 6
+    dim_feedforward: int = 2048  # the paper's d_ff
+    dropout: float = 0.1  # the paper's P_drop
+    norm_first: bool = False  # True: pre-LN (not in the paper)
+    # one matrix for the target embedding and the pre-softmax linear layer (and the
+    # source embedding when src_vocab == tgt_vocab), as §3.4
+    tie_weights: bool = True
+    positional: str = "sinusoidal"  # or "learned" (Table 3, row E)
+    d_k: int | None = None  # key and query width per head; None: d_model / nhead
+    d_v: int | None = None  # value width per head; None: d_model / nhead
+    max_positions: int = 5000  # the longest sequence the positional table covers
+
+    def __post_init__(self):
+        if self.positional not in POSITIONAL:
+            choices = " or ".join(repr(name) for name in POSITIONAL)
+            raise ValueError(f"positional={self.positional!r}: choose {choices}")
+
+
+POSITIONAL = {
+    "sinusoidal": PositionalEncoding,
+    "learned": LearnedPositionalEmbedding,
+}
+
+
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer; argument names follow nn.Transformer.
+    """Encoder-decoder Transformer, built from a TransformerConfig.
+
+    ``Transformer(config)``, or with the config's fields as keywords, e.g.
+    ``Transformer(src_vocab=14, tgt_vocab=14, d_model=64, nhead=4)``; keywords next to
+    a config change those fields: ``Transformer(model.config, dropout=0.0)``.
 
     forward(src (B, S) token ids, tgt (B, T) token ids,
             src_mask broadcastable to (B, 1, S), tgt_mask broadcastable to (B, T, T))
@@ -19,56 +66,33 @@ class Transformer(nn.Module):
     pre-softmax linear layer, and also the source embedding when src_vocab == tgt_vocab
     (§3.4: the paper shares all three, with one vocabulary for both languages).
 
-    Every weight matrix starts Xavier-uniform. ``config`` holds the constructor
-    arguments: ``Transformer(**model.config)`` rebuilds the model. For the attention
-    maps, run it inside ``with recording_attention(model):`` and then call
-    ``model.attention_maps()``.
+    Every weight matrix starts Xavier-uniform. For the attention maps, run it inside
+    ``with recording_attention(model):`` and then call ``model.attention_maps()``.
     """
 
-    def __init__(
-        self,
-        src_vocab: int,
-        tgt_vocab: int,
-        d_model: int = 512,
-        nhead: int = 8,
-        num_encoder_layers: int = 6,
-        num_decoder_layers: int = 6,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        norm_first: bool = False,
-        tie_weights: bool = True,
-        max_len: int = 5000,
-    ):
+    def __init__(self, config: TransformerConfig | None = None, **fields):
         super().__init__()
-        self.config = dict(
-            src_vocab=src_vocab,
-            tgt_vocab=tgt_vocab,
-            d_model=d_model,
-            nhead=nhead,
-            num_encoder_layers=num_encoder_layers,
-            num_decoder_layers=num_decoder_layers,
-            dim_feedforward=dim_feedforward,
-            dropout=dropout,
-            norm_first=norm_first,
-            tie_weights=tie_weights,
-            max_len=max_len,
+        if config is None:
+            config = TransformerConfig(**fields)
+        elif fields:
+            config = replace(config, **fields)
+        self.config = config
+        c = config  # short, for the arguments below
+        self.src_embed = TokenEmbedding(c.src_vocab, c.d_model)
+        self.tgt_embed = TokenEmbedding(c.tgt_vocab, c.d_model)
+        # one table, shared by both sides
+        self.positional = POSITIONAL[c.positional](
+            c.d_model, c.max_positions, c.dropout
         )
-        self.src_embed = TokenEmbedding(src_vocab, d_model)
-        self.tgt_embed = TokenEmbedding(tgt_vocab, d_model)
-        # fixed: shared by both
-        self.positional = PositionalEncoding(d_model, max_len, dropout)
-        self.encoder = Encoder(
-            d_model, nhead, num_encoder_layers, dim_feedforward, dropout, norm_first
-        )
-        self.decoder = Decoder(
-            d_model, nhead, num_decoder_layers, dim_feedforward, dropout, norm_first
-        )
+        layer_options = (c.dim_feedforward, c.dropout, c.norm_first, c.d_k, c.d_v)
+        self.encoder = Encoder(c.d_model, c.nhead, c.num_encoder_layers, *layer_options)
+        self.decoder = Decoder(c.d_model, c.nhead, c.num_decoder_layers, *layer_options)
         # pre-softmax linear
-        self.output_projection = nn.Linear(d_model, tgt_vocab, bias=False)
-        if tie_weights:
+        self.output_projection = nn.Linear(c.d_model, c.tgt_vocab, bias=False)
+        if c.tie_weights:
             # (tgt_vocab, d_model)
             self.output_projection.weight = self.tgt_embed.embedding.weight
-            if src_vocab == tgt_vocab:
+            if c.src_vocab == c.tgt_vocab:
                 self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
         for p in self.parameters():  # each shared tensor appears once
             if p.dim() > 1:

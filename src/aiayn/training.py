@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from aiayn.decoding import greedy_decode
 from aiayn.masks import padding_mask, target_mask
-from aiayn.model import Transformer
+from aiayn.model import Transformer, TransformerConfig
 from aiayn.tasks import (
     BOS_ID,
     EOS_ID,
@@ -91,9 +91,9 @@ class TrainConfig:
         default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu"
     )
 
-    def model_config(self) -> dict:
+    def model_config(self) -> TransformerConfig:
         task = get_task(self.task)
-        return dict(
+        return TransformerConfig(
             src_vocab=task.vocab_size,
             tgt_vocab=task.vocab_size,
             d_model=self.d_model,
@@ -102,7 +102,7 @@ class TrainConfig:
             num_decoder_layers=self.num_layers,
             dim_feedforward=self.dim_feedforward,
             dropout=self.dropout,
-            max_len=2 * task.max_len + 2,
+            max_positions=2 * task.max_len + 2,
         )
 
 
@@ -159,7 +159,7 @@ class TrainState:
 def new_run(config: TrainConfig) -> TrainState:
     """A fresh model, optimizer (Adam, the paper's betas and epsilon), data stream."""
     torch.manual_seed(config.seed)
-    model = Transformer(**config.model_config()).to(config.device)
+    model = Transformer(config.model_config()).to(config.device)
     optimizer = torch.optim.Adam(
         model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9
     )
@@ -357,7 +357,7 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     contents = {
         "config": asdict(state.config),
-        "model_config": state.model.config,
+        "model_config": asdict(state.model.config),
         "model": state.model.state_dict(),
         "optimizer": state.optimizer.state_dict(),
         "step": state.step,
