@@ -149,6 +149,27 @@ def test_predict_from_arguments_and_from_standard_input(checkpoint):
     assert from_stdin.stdout == from_args.stdout  # blank lines are skipped
 
 
+def test_predict_with_a_beam(checkpoint):
+    greedy = run_main("predict", "--checkpoint", checkpoint, "1 2 3", "4 5")
+    one_beam = run_main(
+        "predict", "--checkpoint", checkpoint, "--beam", 1, "1 2 3", "4 5"
+    )
+    assert one_beam.stdout == greedy.stdout  # one beam is greedy decoding
+    beam = run_main(
+        "predict",
+        "--checkpoint",
+        checkpoint,
+        "--beam",
+        4,
+        "--alpha",
+        0.6,
+        "1 2 3",
+        "4 5",
+    )
+    assert beam.returncode == 0, beam.stderr
+    assert len(beam.stdout.splitlines()) == 2
+
+
 def test_resume_continues_to_more_steps(checkpoint, tmp_path):
     path = tmp_path / "resumed.pt"
     shutil.copy(checkpoint, path)
@@ -379,6 +400,26 @@ BAD_INPUT = [
         ["predict", "--checkpoint", "{tmp}/run.pt", "1", "  "],
         existing_run,
         "'  ' is an empty sequence",
+    ),
+    case(
+        ["predict", "--checkpoint", "{tmp}/run.pt", "--beam", "0", "1 2"],
+        existing_run,
+        "--beam: '0' is not a positive whole number",
+    ),
+    case(
+        ["predict", "--checkpoint", "{tmp}/run.pt", "--beam", "2.5", "1 2"],
+        existing_run,
+        "--beam: '2.5' is not a positive whole number",
+    ),
+    case(
+        ["predict", "--checkpoint", "{tmp}/run.pt", "--alpha", "nan", "1 2"],
+        existing_run,
+        "--alpha: 'nan' is not a finite number",
+    ),
+    case(
+        ["predict", "--checkpoint", "{tmp}/run.pt", "--alpha", "high", "1 2"],
+        existing_run,
+        "--alpha: 'high' is not a finite number",
     ),
 ]
 

@@ -3,6 +3,7 @@
     python -m aiayn train --task reverse-repeats --out runs/reverse-repeats.pt
     python -m aiayn evaluate --checkpoint runs/reverse-repeats.pt --n 10000 --length 10
     python -m aiayn predict --checkpoint runs/reverse-repeats.pt "0 1 5 9 0 3 5 2 5"
+    python -m aiayn predict --checkpoint runs/reverse-repeats.pt --beam 4 "1 2"
 
 Bad input (an unknown task or option value, an --out that cannot be written or that
 another run is writing, a missing or corrupt checkpoint, a token outside the vocabulary,
@@ -18,6 +19,7 @@ stopped.
 import argparse
 import contextlib
 import fcntl
+import math
 import os
 import shlex
 import sys
@@ -72,6 +74,17 @@ def positive_int(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
     return int(text)
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a number, neither infinite nor NaN."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,6 +171,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True, type=Path)
     p.add_argument(
         "sequences", nargs="*", metavar="SEQUENCE", help='e.g. "0 1 5 9 0 3 5 2 5"'
+    )
+    p.add_argument(
+        "--beam",
+        type=positive_int,
+        default=1,
+        help="beam size: 1 (default) decodes greedily; the paper uses 4",
+    )
+    p.add_argument(
+        "--alpha",
+        type=finite_float,
+        default=0.6,
+        help="length penalty of beam search (default 0.6, the paper's)",
     )
     p.set_defaults(command=run_predict, prog=p.prog)
     return parser
@@ -325,7 +350,9 @@ def run_predict(args: argparse.Namespace) -> int:
     sequences = args.sequences or standard_input_lines()
     for sequence in sequences:
         check_sequence(sequence, task)
-    for prediction in predict(state.averaged_model(), task, sequences):
+    model = state.averaged_model()
+    decoding = {"beam_size": args.beam, "alpha": args.alpha}
+    for prediction in predict(model, task, sequences, **decoding):
         print(prediction)
     return 0
 

@@ -47,3 +47,161 @@ def greedy_decode(
         if finished.all():
             break
     return tokens[:, 1:]
+
+
+def length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
+    """GNMT's length penalty (Wu et al., 2016): lp(Y) = ((5 + |Y|) / 6) ** alpha.
+
+    ``length`` counts every generated token, the end token included; the start token
+    is not generated and does not count. A hypothesis Y scores log P(Y | X) / lp(Y).
+    """
+    return ((5 + length) / 6) ** alpha
+
+
+def top_candidates(
+    log_probs: Tensor, beam_scores: Tensor, beam_size: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The 2k best one-token extensions of each source's k beams, best first.
+
+    log_probs (B, k, V) of the next token; beam_scores (B, k): log P of each beam's
+    prefix (-inf for an empty beam) -> log P of each candidate, the beam it extends and
+    its token, each (B, 2k). At most k of them end (one end token per beam), so at
+    least k do not: enough to refill the beam.
+    """
+    vocab = log_probs.size(-1)
+    # (B, k, V) -> (B, k·V): every continuation of every beam, one row per source
+    scores = (beam_scores[..., None] + log_probs).flatten(1)
+    scores, index = scores.topk(2 * beam_size, dim=1)  # (B, 2k)
+    return scores, index // vocab, index % vocab
+
+
+class Finished:
+    """The best finished hypothesis of each source so far, and how many it has had.
+
+    scores (B,) log P / lp (-inf while there is none), tokens (B, max_len) in
+    ``greedy_decode``'s format, lengths (B,) and count (B,).
+    """
+
+    def __init__(self, batch: int, max_len: int, pad_id: int, device: torch.device):
+        self.scores = torch.full((batch,), float("-inf"), device=device)
+        self.tokens = torch.full((batch, max_len), pad_id, device=device)
+        self.lengths = torch.zeros(batch, dtype=torch.long, device=device)
+        self.count = torch.zeros(batch, dtype=torch.long, device=device)
+
+    def add(
+        self,
+        sources: Tensor,
+        log_p: Tensor,
+        rows: Tensor,
+        token: Tensor,
+        finishing: Tensor,
+        prefix: Tensor,
+        alpha: float,
+    ) -> None:
+        """Offer the candidates where ``finishing`` (n, m) holds: each is the prefix
+        ``prefix[rows]`` (R, t) without its start token, then ``token``; log_p, rows
+        and token are (n, m), for the sources (n,). Each source keeps the best."""
+        length = prefix.size(1)  # t - 1 tokens of the prefix, and the new one
+        scores = log_p / length_penalty(length, alpha)
+        scores = scores.masked_fill(~finishing, float("-inf"))  # (n, m)
+        self.count[sources] += finishing.sum(dim=1)
+        top, pick = scores.max(dim=1)  # (n,): each source's best candidate
+        better = top > self.scores[sources]
+        winners, pick = sources[better], pick[better, None]
+        self.tokens[winners, : length - 1] = prefix[
+            rows[better].gather(1, pick)[:, 0], 1:
+        ]
+        self.tokens[winners, length - 1] = token[better].gather(1, pick)[:, 0]
+        self.scores[winners], self.lengths[winners] = top[better], length
+
+
+def select_rows(
+    rows: Tensor, memory: Tensor, src_mask: Tensor, prefix: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Keep and reorder the rows of everything the decoder reads: rows (R,) indices.
+
+    The one place where per-row decoding state moves; a key/value cache would be
+    reordered here with the same ``rows``.
+    """
+    return memory[rows], src_mask[rows], prefix[rows]
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    pad_id: int,
+    bos_id: int,
+    eos_id: int,
+    max_len: int | None = None,
+    *,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    return_scores: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Decode a batch of sources with beam search and GNMT's length penalty.
+
+    src (B, S) -> (B, <= max_len) token ids in ``greedy_decode``'s format (no start
+    token, the end token kept, ``pad_id`` after it); with ``return_scores`` also the
+    (B,) scores log P(Y | X) / length_penalty(|Y|, alpha). ``max_len=None`` bounds
+    each output by its source's length (its non-pad tokens) + 50, as the paper does.
+
+    Every step keeps each source's 2k best one-token extensions. One that ends with
+    the end token among the first k is finished; the k best that do not end are the
+    next beams. A source is done when it has had k finished hypotheses (fairseq's rule,
+    which makes beam_size=1 greedy decoding), when no beam can still beat its best
+    finished hypothesis, or at its length limit, where its beams count as finished.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size={beam_size} must be at least 1")
+    batch, k, device = src.size(0), beam_size, src.device
+    if max_len is None:
+        limit = (src != pad_id).sum(dim=1) + 50  # (B,)
+    else:
+        limit = torch.full((batch,), max_len, device=device)
+    src_mask = padding_mask(src, pad_id)  # (B, 1, S)
+    # (B·k, S, d_model): encoded once, a copy per beam
+    memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)
+    src_mask = src_mask.repeat_interleave(k, dim=0)  # (B·k, 1, S)
+    prefix = torch.full((batch * k, 1), bos_id, device=device)  # (B·k, 1)
+    # (B, k) log P of each beam's prefix: one empty prefix per source to start from
+    beam_scores = torch.full((batch, k), float("-inf"), device=device)
+    beam_scores[:, 0] = 0.0
+    sources = torch.arange(batch, device=device)  # the sources still being decoded
+    best = Finished(batch, int(limit.max()), pad_id, device)
+    for length in range(1, int(limit.max()) + 1):
+        n = sources.numel()
+        log_probs = next_token_logits(model, memory, src_mask, prefix).log_softmax(-1)
+        # (n, 2k) each: log P, token, and the row of the beam each candidate extends
+        scores, beam, token = top_candidates(log_probs.view(n, k, -1), beam_scores, k)
+        rows = torch.arange(n, device=device)[:, None] * k + beam
+        ends = token == eos_id
+        # the next beams: the k best candidates that do not end, (n, k)
+        kept = ends.int().argsort(dim=1, stable=True)[:, :k]
+        # finished: an end within the beam, and at the length limit the next beams
+        in_beam = torch.arange(2 * k, device=device) < k
+        at_limit = limit[sources] == length
+        next_beams = torch.zeros_like(ends).scatter(1, kept, True)
+        finishing = (ends & in_beam) | (next_beams & at_limit[:, None])
+        best.add(
+            sources, scores, rows, token, finishing & scores.isfinite(), prefix, alpha
+        )
+        beam_scores, rows, token = (x.gather(1, kept) for x in (scores, rows, token))
+        # log P only falls as a beam grows, and lp is largest at one of the ends
+        # of the lengths still possible: the most any beam can still score
+        longest = length_penalty(limit[sources], alpha)
+        ceiling = beam_scores[:, 0] / longest.clamp(
+            min=length_penalty(length + 1, alpha)
+        )
+        done = at_limit | (best.count[sources] >= k) | (best.scores[sources] >= ceiling)
+        if done.all():
+            break
+        live = ~done
+        memory, src_mask, prefix = select_rows(
+            rows[live].flatten(), memory, src_mask, prefix
+        )
+        # (R, t) -> (R, t + 1)
+        prefix = torch.cat([prefix, token[live].flatten()[:, None]], dim=1)
+        beam_scores, sources = beam_scores[live], sources[live]
+    tokens = best.tokens[:, : int(best.lengths.max())]
+    return (tokens, best.scores) if return_scores else tokens

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from aiayn.decoding import greedy_decode
+from aiayn.decoding import beam_search, greedy_decode
 from aiayn.masks import padding_mask, target_mask
 from aiayn.model import Transformer, TransformerConfig
 from aiayn.tasks import (
@@ -229,18 +229,37 @@ def train_step(state: TrainState) -> dict:
 
 @torch.no_grad()
 def predict(
-    model: Transformer, task: Task, sources: list[str], batch_size: int = 1000
+    model: Transformer,
+    task: Task,
+    sources: list[str],
+    batch_size: int = 1000,
+    *,
+    beam_size: int = 1,
+    alpha: float = 0.6,
 ) -> list[str]:
-    """Greedy predictions for source strings, as strings."""
+    """Predictions for source strings, as strings: greedy, or with ``beam_size`` > 1
+    beam search with length penalty ``alpha``."""
     model.eval()
     device = next(model.parameters()).device
     predictions = []
     for start in range(0, len(sources), batch_size):
         batch = make_batch(task, sources[start : start + batch_size]).to(device)
         max_len = batch.tgt_out.size(1)  # target length + end token
-        output = greedy_decode(
-            model, batch.src, PAD_ID, BOS_ID, EOS_ID, max_len=max_len + 1
-        )
+        if beam_size == 1:
+            output = greedy_decode(
+                model, batch.src, PAD_ID, BOS_ID, EOS_ID, max_len=max_len + 1
+            )
+        else:
+            output = beam_search(
+                model,
+                batch.src,
+                PAD_ID,
+                BOS_ID,
+                EOS_ID,
+                max_len + 1,
+                beam_size=beam_size,
+                alpha=alpha,
+            )
         predictions += [task.decode(row) for row in output.tolist()]
     return predictions
 
