@@ -122,7 +122,7 @@ class Transformer(nn.Module):
 
         Without a tgt_mask the decoder still may not look ahead: a causal mask is used.
         With a cache, ``tgt`` holds only the positions after the ``cache.length`` cached
-        ones, and appends them to the cache (a tgt_mask is then (B or 1, T, length + T)).
+        ones, and appends them to it (a tgt_mask is then (B or 1, T, length + T)).
         """
         offset = 0 if cache is None else cache.length
         if tgt_mask is None:  # position offset + i sees positions 0..offset + i
