@@ -120,9 +120,9 @@ class DecoderLayer(nn.Module):
     With a ``cache`` (see aiayn.cache, and ``start_cache``), x holds only the new
     positions: self-attention reads the earlier positions' keys and values from the
     cache and appends the new ones; encoder-decoder attention reads the memory's keys
-    and values from the cache instead of projecting ``memory`` again; tgt_mask is then
-    (T, t + T) over the t cached and T new positions. Given a dict ``maps``, the
-    weights are appended to ``maps["decoder_self"]`` and ``maps["cross"]``.
+    and values from the cache instead of projecting ``memory`` again; tgt_mask then
+    broadcasts to (B, T, t + T), over the t cached and T new positions. Given a dict
+    ``maps``, the weights are appended to maps["decoder_self"] and maps["cross"].
     """
 
     def __init__(
