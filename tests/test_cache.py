@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from aiayn import DecoderCache, Transformer
+from aiayn import DecoderCache, Transformer, TransformerConfig
+from aiayn.bench_decoding import decode_times
 from aiayn.decoding import greedy_decode, next_token_logits
 from aiayn.embeddings import LearnedPositionalEmbedding, PositionalEncoding
 from aiayn.masks import padding_mask
@@ -182,3 +183,14 @@ def test_cache_on_a_cpu_keeps_gradients_out():
         cache = DecoderCache()
         next_token_logits(model, memory, src_mask, torch.full((6, 1), BOS), cache)
     assert not cache.layers[0].keys.requires_grad
+
+
+def test_decoding_benchmark_times_both_paths():
+    config = TransformerConfig(
+        src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=16, nhead=2, num_encoder_layers=1,
+        num_decoder_layers=1, dim_feedforward=32,
+    )  # fmt: skip
+    times = decode_times(config, batch_size=2, src_len=4, lengths=(3, 5), repeats=1)
+    assert list(times) == [3, 5]
+    assert all(set(t) == {"cached", "recomputed"} for t in times.values())
+    assert all(s > 0 for t in times.values() for s in t.values())
