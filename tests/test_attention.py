@@ -144,18 +144,25 @@ def per_head_loop(mha, query, key, value, mask=None):
     return mha.out_proj(torch.cat(heads, dim=-1))
 
 
-@pytest.mark.parametrize("keep_weights", [False, True])
-def test_mha_equals_loop_over_heads(keep_weights):
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_mha_equals_loop_over_heads(need_weights):
     mha = make_mha()
-    mha.keep_weights = keep_weights
+
+    def attention(*args):
+        out = mha(*args, need_weights=need_weights)
+        return out[0] if need_weights else out
+
     x, memory = torch.randn(2, 3, 16), torch.randn(2, 6, 16)
     mask = random_mask((2, 1, 6))
-    assert_close(mha(x, x, x), per_head_loop(mha, x, x, x))
+    assert_close(attention(x, x, x), per_head_loop(mha, x, x, x))
     assert_close(
-        mha(x, memory, memory, mask), per_head_loop(mha, x, memory, memory, mask)
+        attention(x, memory, memory, mask),
+        per_head_loop(mha, x, memory, memory, mask),
     )
     value = torch.randn(2, 6, 16)
-    assert_close(mha(x, memory, value), per_head_loop(mha, x, memory, value))
+    assert_close(
+        attention(x, memory, value, None), per_head_loop(mha, x, memory, value)
+    )
 
 
 def test_mha_fast_and_explicit_paths_agree():
@@ -166,11 +173,26 @@ def test_mha_fast_and_explicit_paths_agree():
     )
     mask = mask & subsequent_mask(6)  # (B, 6, 6)
     fast = mha(x, x, x, mask)
-    assert mha.last_weights is None
-    mha.keep_weights = True
-    explicit = mha(x, x, x, mask)
+    explicit, weights = mha(x, x, x, mask, need_weights=True)
     assert_close(fast, explicit)
-    assert mha.last_weights.shape == (3, 4, 6, 6)
+    assert weights.shape == (3, 4, 6, 6)
+    assert not any(isinstance(v, torch.Tensor) for v in vars(mha).values())
+
+
+def test_mha_project_then_attend_is_forward():
+    """The halves a key/value cache uses: project (or its parts), then attend."""
+    mha = make_mha(d_k=3, d_v=5)
+    x, memory = torch.randn(2, 3, 16), torch.randn(2, 6, 16)
+    q, k, v = mha.project(x, memory, memory)
+    assert (q.shape, k.shape, v.shape) == ((2, 4, 3, 3), (2, 4, 6, 3), (2, 4, 6, 5))
+    assert_close(mha.project_query(x), q)
+    assert_close(
+        torch.cat(mha.project_key_value(memory, memory), -1), torch.cat([k, v], -1)
+    )
+    assert_close(mha.attend(q, k, v), mha(x, memory, memory))
+    q, k, v = mha.project(x, x, x)  # one product for all three
+    assert_close(q, mha.project_query(x))
+    assert_close(mha.project_key_value(x, x.clone())[1], v)
 
 
 def test_mha_fully_masked_row_no_nan_in_either_path():
@@ -178,9 +200,7 @@ def test_mha_fully_masked_row_no_nan_in_either_path():
     x = torch.randn(2, 4, 16)
     mask = torch.ones(2, 4, 4, dtype=torch.bool)
     mask[1, 2] = False
-    for keep in (False, True):
-        mha.keep_weights = keep
-        out = mha(x, x, x, mask)
+    for out in (mha(x, x, x, mask), mha(x, x, x, mask, need_weights=True)[0]):
         assert not out.isnan().any()
     # with every key masked the head outputs are zero, leaving only the output bias
     assert_close(out[1, 2], mha.out_proj.bias)

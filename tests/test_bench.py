@@ -1,11 +1,23 @@
 import torch
 from torch.testing import assert_close
 
-from aiayn import load_decoder_layer, load_encoder_layer
-from aiayn.bench import BenchConfig, bench_batch, build_models, run
+from aiayn import TransformerConfig, load_decoder_layer, load_encoder_layer
+from aiayn.bench import BenchConfig, bench_batch, bench_config, build_models, run
 
-TINY = BenchConfig(d_model=16, nhead=2, layers=2, dim_feedforward=32, dropout=0.0,
-                   batch_size=4, src_len=6, tgt_len=5, vocab=11)  # fmt: skip
+TINY = BenchConfig(
+    TransformerConfig(src_vocab=11, tgt_vocab=11, d_model=16, nhead=2,
+                      num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=32,
+                      dropout=0.0),
+    batch_size=4, src_len=6, tgt_len=5,
+)  # fmt: skip
+
+
+def test_command_line_options_change_the_toy_preset():
+    cfg = bench_config(layers=2, vocab=11, d_model=16, batch_size=4)
+    assert (cfg.model.num_encoder_layers, cfg.model.num_decoder_layers) == (2, 2)
+    assert (cfg.model.src_vocab, cfg.model.tgt_vocab) == (11, 11)
+    assert (cfg.model.d_model, cfg.model.nhead, cfg.batch_size) == (16, 4, 4)
+    assert bench_config() == BenchConfig()
 
 
 def test_both_benchmarked_models_compute_the_same_function():

@@ -63,9 +63,9 @@ def test_multihead_attention_matches_pytorch_with_causal_bool_mask_and_weights()
         need_weights=True,
         average_attn_weights=False,
     )
-    ours.keep_weights = True
-    assert_close(ours(x, x, x, mask), expected)
-    assert_close(ours.last_weights, their_weights)
+    out, weights = ours(x, x, x, mask, need_weights=True)
+    assert_close(out, expected)
+    assert_close(weights, their_weights)
 
 
 def test_load_rejects_mismatched_shapes():

@@ -9,7 +9,6 @@ from aiayn import (
     LearnedPositionalEmbedding,
     Transformer,
     padding_mask,
-    recording_attention,
     target_mask,
 )
 
@@ -145,18 +144,14 @@ def test_same_seed_same_model_and_output():
     assert not torch.equal(out_a, a.eval()(SRC, TGT, *masks()))  # dropout did something
 
 
-def test_attention_maps_after_a_recorded_forward_pass():
+def test_attention_maps_are_returned_not_stored():
     model = small_model()
     src_mask, tgt_mask = masks()
-    with pytest.raises(RuntimeError, match="recording_attention"):
-        model.attention_maps()
-    with recording_attention(model):
-        logits = model(SRC, TGT, src_mask, tgt_mask)
-    # the same as the fast path
-    assert_close(logits, model(SRC, TGT, src_mask, tgt_mask))
-    with recording_attention(model):
-        model(SRC, TGT, src_mask, tgt_mask)
-    maps = model.attention_maps()
+    state = {k: v for m in model.modules() for k, v in vars(m).items()}
+    maps = model.attention_maps(SRC, TGT, src_mask, tgt_mask)
+    assert {k: v for m in model.modules() for k, v in vars(m).items()}.keys() == (
+        state.keys()
+    )
     assert [len(maps[k]) for k in ("encoder_self", "decoder_self", "cross")] == [
         2,
         2,
@@ -169,9 +164,14 @@ def test_attention_maps_after_a_recorded_forward_pass():
         assert (weights[1, :, :, 3:] == 0).all()  # source padding gets no attention
     for weights in maps["decoder_self"]:
         assert (weights.triu(diagonal=1) == 0).all()  # no attention to the future
-    assert not any(
-        m.keep_weights for m in model.modules() if hasattr(m, "keep_weights")
-    )
+    # the weights are those of the explicit Eq. (1) path, which gives the same output
+    explicit = {}
+    memory = model.encode(SRC, src_mask, explicit)
+    hidden = model.decode(memory, src_mask, TGT, tgt_mask, maps=explicit)
+    assert_close(model.output_projection(hidden), model(SRC, TGT, src_mask, tgt_mask))
+    for kind in maps:
+        for ours, again in zip(maps[kind], explicit[kind], strict=True):
+            assert_close(ours, again)
 
 
 def test_bad_token_ids_and_lengths_raise_clear_errors():

@@ -1,10 +1,7 @@
 """The Transformer of *Attention Is All You Need*, built bottom-up."""
 
-from aiayn.attention import (
-    MultiHeadAttention,
-    recording_attention,
-    scaled_dot_product_attention,
-)
+from aiayn.attention import MultiHeadAttention, scaled_dot_product_attention
+from aiayn.cache import DecoderCache, LayerCache
 from aiayn.embeddings import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
@@ -34,9 +31,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Decoder",
+    "DecoderCache",
     "DecoderLayer",
     "Encoder",
     "EncoderLayer",
+    "LayerCache",
     "LayerNorm",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
@@ -51,7 +50,6 @@ __all__ = [
     "load_encoder_layer",
     "load_multihead_attention",
     "padding_mask",
-    "recording_attention",
     "scaled_dot_product_attention",
     "sinusoidal_encoding",
     "subsequent_mask",

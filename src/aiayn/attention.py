@@ -1,8 +1,7 @@
 """Scaled dot-product attention (§3.2.1) and multi-head attention (§3.2.2)."""
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -61,13 +60,14 @@ class MultiHeadAttention(nn.Module):
     forward(query (B, T, d_model), key (B, S, d_model), value (B, S, d_model),
             mask broadcastable to (B, T, S)) -> (B, T, d_model)
 
-    Set ``keep_weights = True`` to run the explicit Eq. (1) path and keep the attention
-    weights (B, h, T, S) of the last call in ``last_weights``; otherwise the fused
-    ``F.scaled_dot_product_attention`` computes the same result in one kernel without
-    storing the weights (much faster for long sequences, about even for short ones). Its
-    boolean attn_mask means what ours means (True = may attend), and for a query whose
-    keys are all masked it returns zeros, as the explicit path does (PyTorch >= 2.5;
-    tests/test_attention.py checks).
+    The fused ``F.scaled_dot_product_attention`` computes it in one kernel without
+    materialising the attention weights (much faster for long sequences, about even for
+    short ones). Its boolean attn_mask means what ours means (True = may attend), and
+    for a query whose keys are all masked it returns zeros, as the explicit path does
+    (PyTorch >= 2.5; tests/test_attention.py checks). With ``need_weights=True`` the
+    explicit Eq. (1) path runs instead and forward returns (output, weights (B, h, T,
+    S)). The two halves, ``project`` (into heads) and ``attend``, are also methods of
+    their own: a decoder with a key/value cache projects only the new positions.
 
     Not in the paper: dropout on the attention weights (§5.4 drops only sub-layer
     outputs and embedding sums); nn.MultiheadAttention has it, so we do too. dropout=0.0
@@ -95,74 +95,89 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(nhead * self.d_v, d_model, bias=bias)  # W^O
         # on the attention weights, as in PyTorch
         self.attn_dropout = nn.Dropout(dropout)
-        self.keep_weights = False
-        self.last_weights: Tensor | None = None
 
-    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
-        """Q W^Q, K W^K, V W^V for all heads at once, in the fewest matrix products."""
-        q_end, k_end = self.nhead * self.d_k, 2 * self.nhead * self.d_k
-        widths = [q_end, q_end, self.nhead * self.d_v]
+    def project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
+        """Q W^Q, K W^K, V W^V for all heads at once, in the fewest matrix products.
+
+        (B, T, d_model), (B, S, d_model), (B, S, d_model)
+            -> heads (B, h, T, d_k), (B, h, S, d_k), (B, h, S, d_v)
+        """
         if query is key and key is value:  # self-attention: one product for all three
+            widths = [self.nhead * self.d_k] * 2 + [self.nhead * self.d_v]
             # (B, T, h (2 d_k + d_v)) -> (B, T, h d_k), (B, T, h d_k), (B, T, h d_v)
-            return self.in_proj(query).split(widths, dim=-1)
-        q = self._in_proj_rows(query, slice(0, q_end))
-        if key is value:  # encoder-decoder attention: keys and values in one product
-            kv = self._in_proj_rows(key, slice(q_end, None))
-            return q, *kv.split(widths[1:], dim=-1)
-        return (
-            q,
-            self._in_proj_rows(key, slice(q_end, k_end)),
-            self._in_proj_rows(value, slice(k_end, None)),
-        )
+            q, k, v = self.in_proj(query).split(widths, dim=-1)
+            return (
+                self._heads(q, self.d_k),
+                self._heads(k, self.d_k),
+                self._heads(v, self.d_v),
+            )
+        return self.project_query(query), *self.project_key_value(key, value)
 
-    def _in_proj_rows(self, x: Tensor, rows: slice) -> Tensor:
-        """Apply only some rows of ``in_proj`` (e.g. W^Q alone) to ``x``."""
+    def project_query(self, query: Tensor) -> Tensor:
+        """Q W^Q alone: (B, T, d_model) -> (B, h, T, d_k)."""
+        return self._heads(self._in_proj_rows(query, 0, 1), self.d_k)
+
+    def project_key_value(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """K W^K and V W^V: (B, S, d_model) each -> (B, h, S, d_k), (B, h, S, d_v)."""
+        if key is value:  # encoder-decoder attention: keys and values in one product
+            k, v = self._in_proj_rows(key, 1, 3).split(
+                [self.nhead * self.d_k, self.nhead * self.d_v], dim=-1
+            )
+        else:
+            k, v = self._in_proj_rows(key, 1, 2), self._in_proj_rows(value, 2, 3)
+        return self._heads(k, self.d_k), self._heads(v, self.d_v)
+
+    def _in_proj_rows(self, x: Tensor, first: int, end: int) -> Tensor:
+        """Apply matrices [first, end) of [W^Q; W^K; W^V] (numbered 0, 1, 2) to x."""
+        bounds = [0, self.nhead * self.d_k, 2 * self.nhead * self.d_k, None]
+        rows = slice(bounds[first], bounds[end])
         bias = self.in_proj.bias
         return F.linear(
             x, self.in_proj.weight[rows], None if bias is None else bias[rows]
         )
 
-    def forward(
-        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
-    ) -> Tensor:
-        B, T, _ = query.shape
-        S = key.size(1)
-        q, k, v = self._project(query, key, value)
-        # (B, T, h d_k) -> (B, h, T, d_k)
-        q = q.view(B, T, self.nhead, self.d_k).transpose(1, 2)
-        # (B, S, h d_k) -> (B, h, S, d_k)
-        k = k.view(B, S, self.nhead, self.d_k).transpose(1, 2)
-        # (B, S, h d_v) -> (B, h, S, d_v)
-        v = v.view(B, S, self.nhead, self.d_v).transpose(1, 2)
+    def _heads(self, x: Tensor, width: int) -> Tensor:
+        """(B, T, h width) -> (B, h, T, width): one slice of ``width`` per head."""
+        return x.unflatten(-1, (self.nhead, width)).transpose(1, 2)
+
+    def attend(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Attention in every head, then Concat and W^O.
+
+        q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v), mask broadcastable to
+        (B, T, S) -> (B, T, d_model); with need_weights, also the weights (B, h, T, S).
+        """
+        B, _, T, _ = q.shape
         if mask is not None:
-            check_mask(mask, (B, T, S))
+            check_mask(mask, (B, T, k.size(-2)))
             # (B, T, S) -> (B, 1, T, S): the same mask for every head
             mask = mask.unsqueeze(-3)
-        if self.keep_weights:
+        if need_weights:
             out, weights = scaled_dot_product_attention(
                 q, k, v, mask, self.attn_dropout
             )
-            self.last_weights = weights.detach()  # (B, h, T, S)
         else:
             dropout_p = self.attn_dropout.p if self.training else 0.0
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=dropout_p
             )
-            self.last_weights = None
         # (B, h, T, d_v) -> (B, T, h d_v)
-        out = out.transpose(1, 2).reshape(B, T, self.nhead * self.d_v)
-        return self.out_proj(out)
+        out = self.out_proj(out.transpose(1, 2).reshape(B, T, self.nhead * self.d_v))
+        return (out, weights) if need_weights else out
 
-
-@contextmanager
-def recording_attention(model: nn.Module) -> Iterator[nn.Module]:
-    """Within this block every MultiHeadAttention in ``model`` keeps its weights."""
-    attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
-    previous = [m.keep_weights for m in attentions]
-    for m in attentions:
-        m.keep_weights = True
-    try:
-        yield model
-    finally:
-        for m, keep in zip(attentions, previous, strict=True):
-            m.keep_weights = keep
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        q, k, v = self.project(query, key, value)
+        return self.attend(q, k, v, mask, need_weights)

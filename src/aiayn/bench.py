@@ -24,52 +24,84 @@ from torch import Tensor, nn
 from aiayn.embeddings import PositionalEncoding, TokenEmbedding
 from aiayn.interop import to_key_padding_mask, to_torch_mask
 from aiayn.masks import padding_mask, subsequent_mask, target_mask
-from aiayn.model import Transformer
+from aiayn.model import Transformer, TransformerConfig
 
 PAD = 0
 
 
+# The toy tasks' training configuration (aiayn.training.TrainConfig).
+TOY_MODEL = TransformerConfig(
+    src_vocab=14, tgt_vocab=14, d_model=64, nhead=4, num_encoder_layers=3,
+    num_decoder_layers=3, dim_feedforward=256, dropout=0.0,
+)  # fmt: skip
+
+
 @dataclasses.dataclass(frozen=True)
 class BenchConfig:
-    """Defaults: the toy tasks' training configuration (aiayn.training.TrainConfig)."""
+    """The model to time and the batch it trains on (source length: digits, </s>)."""
 
-    d_model: int = 64
-    nhead: int = 4
-    layers: int = 3  # encoder layers = decoder layers
-    dim_feedforward: int = 256
-    dropout: float = 0.0
+    model: TransformerConfig = TOY_MODEL
     batch_size: int = 256
-    src_len: int = 12  # digits, then </s>
+    src_len: int = 12
     tgt_len: int = 12
-    vocab: int = 14
 
 
 PRESETS = {
     "toy": BenchConfig(),
     "larger": BenchConfig(  # with the paper's dropout
-        d_model=256, dim_feedforward=1024, dropout=0.1, batch_size=64,
-        src_len=24, tgt_len=24, vocab=1000,
+        dataclasses.replace(
+            TOY_MODEL, src_vocab=1000, tgt_vocab=1000, d_model=256,
+            dim_feedforward=1024, dropout=0.1,
+        ),
+        batch_size=64, src_len=24, tgt_len=24,
     ),
 }  # fmt: skip
+
+# The command line's options: the model's (--layers sets both stacks, --vocab both
+# vocabularies), then the batch's.
+MODEL_OPTIONS = {
+    "d_model": int, "nhead": int, "layers": int, "dim_feedforward": int,
+    "dropout": float, "vocab": int,
+}  # fmt: skip
+BATCH_OPTIONS = {"batch_size": int, "src_len": int, "tgt_len": int}
+
+
+def bench_config(**options) -> BenchConfig:
+    """The toy preset with some options of the command line changed."""
+    model = {}
+    for name, value in options.items():
+        if name == "layers":
+            model.update(num_encoder_layers=value, num_decoder_layers=value)
+        elif name == "vocab":
+            model.update(src_vocab=value, tgt_vocab=value)
+        elif name in MODEL_OPTIONS:
+            model[name] = value
+    batch = {name: value for name, value in options.items() if name in BATCH_OPTIONS}
+    return BenchConfig(dataclasses.replace(TOY_MODEL, **model), **batch)
 
 
 class TorchTransformer(nn.Module):
     """nn.Transformer between the embedding and output layers of our Transformer."""
 
-    def __init__(self, cfg: BenchConfig):
+    def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.src_embed = TokenEmbedding(cfg.vocab, cfg.d_model)
-        self.tgt_embed = TokenEmbedding(cfg.vocab, cfg.d_model)
+        if cfg.src_vocab != cfg.tgt_vocab or cfg.positional != "sinusoidal":
+            raise ValueError("the benchmark needs one vocabulary and sinusoids")
+        if cfg.d_k is not None or cfg.d_v is not None:
+            raise ValueError("nn.Transformer has no d_k or d_v of its own")
+        self.src_embed = TokenEmbedding(cfg.src_vocab, cfg.d_model)
+        self.tgt_embed = TokenEmbedding(cfg.tgt_vocab, cfg.d_model)
         self.positional = PositionalEncoding(cfg.d_model, dropout=cfg.dropout)
         self.transformer = nn.Transformer(
-            cfg.d_model, cfg.nhead, cfg.layers, cfg.layers, cfg.dim_feedforward,
-            cfg.dropout, batch_first=True,
+            cfg.d_model, cfg.nhead, cfg.num_encoder_layers, cfg.num_decoder_layers,
+            cfg.dim_feedforward, cfg.dropout, batch_first=True,
+            norm_first=cfg.norm_first,
         )  # fmt: skip
         # nn.Transformer ends both stacks with a LayerNorm; the post-LN paper
         # model (ours) doesn't.
         self.transformer.encoder.norm = None
         self.transformer.decoder.norm = None
-        self.output_projection = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+        self.output_projection = nn.Linear(cfg.d_model, cfg.tgt_vocab, bias=False)
         self.output_projection.weight = self.tgt_embed.embedding.weight
         self.src_embed.embedding.weight = self.tgt_embed.embedding.weight
 
@@ -96,7 +128,8 @@ class BenchBatch:
 
 def padded_tokens(cfg: BenchConfig, length: int, generator: torch.Generator) -> Tensor:
     """(batch_size, length) random tokens; each row ends in some random padding."""
-    tokens = torch.randint(1, cfg.vocab, (cfg.batch_size, length), generator=generator)
+    vocab = cfg.model.tgt_vocab
+    tokens = torch.randint(1, vocab, (cfg.batch_size, length), generator=generator)
     lengths = torch.randint(
         length // 2, length + 1, (cfg.batch_size, 1), generator=generator
     )
@@ -121,12 +154,7 @@ def bench_batch(cfg: BenchConfig, seed: int = 0) -> BenchBatch:
 
 
 def build_models(cfg: BenchConfig) -> tuple[Transformer, TorchTransformer]:
-    ours = Transformer(
-        src_vocab=cfg.vocab, tgt_vocab=cfg.vocab, d_model=cfg.d_model,
-        nhead=cfg.nhead, num_encoder_layers=cfg.layers, num_decoder_layers=cfg.layers,
-        dim_feedforward=cfg.dim_feedforward, dropout=cfg.dropout,
-    )  # fmt: skip
-    return ours, TorchTransformer(cfg)
+    return Transformer(cfg.model), TorchTransformer(cfg.model)
 
 
 def loss_and_backward(model: nn.Module, batch: BenchBatch, *masks) -> None:
@@ -176,9 +204,17 @@ def cli() -> None:
         " any of them, one configuration: the options given, the toy preset for the"
         " rest.",
     )
-    for field in dataclasses.fields(BenchConfig):
-        flag = "--" + field.name.replace("_", "-")
-        parser.add_argument(flag, type=field.type, help=f"toy preset: {field.default}")
+    toy = bench_config()
+    defaults = {
+        "d_model": toy.model.d_model, "nhead": toy.model.nhead,
+        "layers": toy.model.num_encoder_layers,
+        "dim_feedforward": toy.model.dim_feedforward, "dropout": toy.model.dropout,
+        "vocab": toy.model.src_vocab, "batch_size": toy.batch_size,
+        "src_len": toy.src_len, "tgt_len": toy.tgt_len,
+    }  # fmt: skip
+    for name, kind in {**MODEL_OPTIONS, **BATCH_OPTIONS}.items():
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=kind, help=f"toy preset: {defaults[name]}")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per model")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps per model")
     parser.add_argument(
@@ -186,9 +222,9 @@ def cli() -> None:
     )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    chosen = {f.name: getattr(args, f.name) for f in dataclasses.fields(BenchConfig)}
+    chosen = {name: getattr(args, name) for name in defaults}
     chosen = {name: value for name, value in chosen.items() if value is not None}
-    configs = {"custom": BenchConfig(**chosen)} if chosen else PRESETS
+    configs = {"custom": bench_config(**chosen)} if chosen else PRESETS
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
     for name, cfg in configs.items():
         medians = run(cfg, args.steps, args.warmup)

@@ -67,9 +67,11 @@ class PositionalEncoding(nn.Module):
             "pe", sinusoidal_encoding(max_positions, d_model), persistent=False
         )
 
-    def forward(self, x: Tensor) -> Tensor:
-        check_length(x.size(1), self.max_positions)
-        return self.dropout(x + self.pe[: x.size(1)])  # (B, S, d_model) + (S, d_model)
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """x (B, S, d_model) holds positions offset, ..., offset + S - 1."""
+        end = offset + x.size(1)
+        check_length(end, self.max_positions)
+        return self.dropout(x + self.pe[offset:end])  # (B, S, d_model) + (S, d_model)
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -82,6 +84,8 @@ class LearnedPositionalEmbedding(nn.Module):
         # (max_positions, d_model)
         self.pe = nn.Parameter(torch.randn(max_positions, d_model) * 0.02)
 
-    def forward(self, x: Tensor) -> Tensor:
-        check_length(x.size(1), self.max_positions)
-        return self.dropout(x + self.pe[: x.size(1)])  # (B, S, d_model) + (S, d_model)
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """x (B, S, d_model) holds positions offset, ..., offset + S - 1."""
+        end = offset + x.size(1)
+        check_length(end, self.max_positions)
+        return self.dropout(x + self.pe[offset:end])  # (B, S, d_model) + (S, d_model)

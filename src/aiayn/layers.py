@@ -6,7 +6,11 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.attention import MultiHeadAttention
+from aiayn.cache import DecoderCache, LayerCache
 from aiayn.feed_forward import PositionwiseFeedForward
+
+# attention weights by kind ("encoder_self", "decoder_self", "cross"), one per layer
+AttentionMaps = dict[str, list[Tensor]]
 
 
 class LayerNorm(nn.Module):
@@ -50,10 +54,31 @@ class ResidualSublayer(nn.Module):
         return self.norm(x + self.dropout(sublayer(x)))
 
 
+def attend_and_record(
+    attention: MultiHeadAttention,
+    heads: tuple[Tensor, Tensor, Tensor],
+    mask: Tensor | None,
+    maps: AttentionMaps | None,
+    kind: str,
+) -> Tensor:
+    """attention.attend(q, k, v, mask); given a dict ``maps``, keep the weights there.
+
+    The weights (B, h, T, S) are appended to ``maps[kind]``, one tensor per layer.
+    """
+    if maps is None:
+        return attention.attend(*heads, mask)  # the fused kernel
+    out, weights = attention.attend(*heads, mask, need_weights=True)
+    maps.setdefault(kind, []).append(weights.detach())
+    return out
+
+
 class EncoderLayer(nn.Module):
     """Self-attention, then the feed-forward network, each in a ResidualSublayer.
 
     forward(x (B, S, d_model), mask broadcastable to (B, S, S)) -> (B, S, d_model)
+
+    Given a dict ``maps``, the self-attention weights (B, h, S, S) are appended to
+    ``maps["encoder_self"]`` (Transformer.attention_maps).
     """
 
     def __init__(
@@ -72,9 +97,17 @@ class EncoderLayer(nn.Module):
         self.self_attn_residual = ResidualSublayer(d_model, dropout, norm_first)
         self.feed_forward_residual = ResidualSublayer(d_model, dropout, norm_first)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        x = self.self_attn_residual(x, lambda y: self.self_attn(y, y, y, mask))
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, maps: AttentionMaps | None = None
+    ) -> Tensor:
+        x = self.self_attn_residual(x, lambda y: self._self_attention(y, mask, maps))
         return self.feed_forward_residual(x, self.feed_forward)
+
+    def _self_attention(
+        self, y: Tensor, mask: Tensor | None, maps: AttentionMaps | None
+    ) -> Tensor:
+        heads = self.self_attn.project(y, y, y)
+        return attend_and_record(self.self_attn, heads, mask, maps, "encoder_self")
 
 
 class DecoderLayer(nn.Module):
@@ -83,6 +116,13 @@ class DecoderLayer(nn.Module):
     forward(x (B, T, d_model), memory (B, S, d_model),
             src_mask broadcastable to (B, T, S), tgt_mask broadcastable to (B, T, T))
         -> (B, T, d_model)
+
+    With a ``cache`` (see aiayn.cache, and ``start_cache``), x holds only the new
+    positions: self-attention reads the earlier positions' keys and values from the
+    cache and appends the new ones; encoder-decoder attention reads the memory's keys
+    and values from the cache instead of projecting ``memory`` again; tgt_mask then
+    broadcasts to (B, T, t + T), over the t cached and T new positions. Given a dict
+    ``maps``, the weights are appended to maps["decoder_self"] and maps["cross"].
     """
 
     def __init__(
@@ -110,12 +150,55 @@ class DecoderLayer(nn.Module):
         memory: Tensor,
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
+        cache: LayerCache | None = None,
+        maps: AttentionMaps | None = None,
     ) -> Tensor:
-        x = self.self_attn_residual(x, lambda y: self.self_attn(y, y, y, tgt_mask))
+        x = self.self_attn_residual(
+            x, lambda y: self._self_attention(y, tgt_mask, cache, maps)
+        )
         x = self.cross_attn_residual(
-            x, lambda y: self.cross_attn(y, memory, memory, src_mask)
+            x, lambda y: self._cross_attention(y, memory, src_mask, cache, maps)
         )
         return self.feed_forward_residual(x, self.feed_forward)
+
+    def _self_attention(
+        self,
+        y: Tensor,
+        tgt_mask: Tensor | None,
+        cache: LayerCache | None,
+        maps: AttentionMaps | None,
+    ) -> Tensor:
+        q, k, v = self.self_attn.project(y, y, y)  # (B, h, T, d_k), .., (B, h, T, d_v)
+        if cache is not None:  # earlier positions first: (B, h, t + T, d_k or d_v)
+            k = cache.keys = torch.cat([cache.keys, k], dim=-2)
+            v = cache.values = torch.cat([cache.values, v], dim=-2)
+        return attend_and_record(
+            self.self_attn, (q, k, v), tgt_mask, maps, "decoder_self"
+        )
+
+    def _cross_attention(
+        self,
+        y: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        cache: LayerCache | None,
+        maps: AttentionMaps | None,
+    ) -> Tensor:
+        if cache is None:
+            heads = self.cross_attn.project(y, memory, memory)
+        else:  # the memory was projected once, by start_cache
+            q = self.cross_attn.project_query(y)  # (B, h, T, d_k)
+            heads = (q, cache.memory_keys, cache.memory_values)
+        return attend_and_record(self.cross_attn, heads, src_mask, maps, "cross")
+
+    def start_cache(self, memory: Tensor) -> LayerCache:
+        """A cache with no target positions yet, and the memory's keys and values."""
+        # (B, S, d_model) -> (B, h, S, d_k), (B, h, S, d_v)
+        memory_keys, memory_values = self.cross_attn.project_key_value(memory, memory)
+        B, h = memory.size(0), self.self_attn.nhead
+        keys = memory.new_empty(B, h, 0, self.self_attn.d_k)  # (B, h, 0, d_k)
+        values = memory.new_empty(B, h, 0, self.self_attn.d_v)
+        return LayerCache(keys, values, memory_keys, memory_values)
 
 
 class Encoder(nn.Module):
@@ -144,9 +227,11 @@ class Encoder(nn.Module):
         )
         self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, maps: AttentionMaps | None = None
+    ) -> Tensor:
         for layer in self.layers:
-            x = layer(x, mask)
+            x = layer(x, mask, maps)
         return self.norm(x)
 
 
@@ -154,7 +239,7 @@ class Decoder(nn.Module):
     """``num_layers`` identical DecoderLayers: (B, T, d_model) -> (B, T, d_model).
 
     With norm_first=True a final LayerNorm follows the stack (not in the paper), as in
-    Encoder.
+    Encoder. A new (empty) ``cache`` is filled here: each layer's ``start_cache``.
     """
 
     def __init__(
@@ -181,7 +266,12 @@ class Decoder(nn.Module):
         memory: Tensor,
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+        maps: AttentionMaps | None = None,
     ) -> Tensor:
-        for layer in self.layers:
-            x = layer(x, memory, src_mask, tgt_mask)
+        if cache is not None and not cache.layers:  # a new cache: project memory once
+            cache.layers = [layer.start_cache(memory) for layer in self.layers]
+        for i, layer in enumerate(self.layers):
+            layer_cache = None if cache is None else cache.layers[i]
+            x = layer(x, memory, src_mask, tgt_mask, layer_cache, maps)
         return self.norm(x)

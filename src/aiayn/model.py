@@ -2,14 +2,16 @@
 
 from dataclasses import dataclass, replace
 
+import torch
 from torch import Tensor, nn
 
+from aiayn.cache import DecoderCache
 from aiayn.embeddings import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
     TokenEmbedding,
 )
-from aiayn.layers import Decoder, Encoder
+from aiayn.layers import AttentionMaps, Decoder, Encoder
 from aiayn.masks import subsequent_mask
 
 
@@ -66,8 +68,8 @@ class Transformer(nn.Module):
     pre-softmax linear layer, and also the source embedding when src_vocab == tgt_vocab
     (§3.4: the paper shares all three, with one vocabulary for both languages).
 
-    Every weight matrix starts Xavier-uniform. For the attention maps, run it inside
-    ``with recording_attention(model):`` and then call ``model.attention_maps()``.
+    Every weight matrix starts Xavier-uniform. ``model.attention_maps(src, tgt, ...)``
+    runs a forward pass and returns every layer's attention weights.
     """
 
     def __init__(self, config: TransformerConfig | None = None, **fields):
@@ -98,9 +100,14 @@ class Transformer(nn.Module):
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
 
-    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+    def encode(
+        self,
+        src: Tensor,
+        src_mask: Tensor | None = None,
+        maps: AttentionMaps | None = None,
+    ) -> Tensor:
         """(B, S) source ids -> memory (B, S, d_model)."""
-        return self.encoder(self.positional(self.src_embed(src)), src_mask)
+        return self.encoder(self.positional(self.src_embed(src)), src_mask, maps)
 
     def decode(
         self,
@@ -108,17 +115,21 @@ class Transformer(nn.Module):
         src_mask: Tensor | None,
         tgt: Tensor,
         tgt_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+        maps: AttentionMaps | None = None,
     ) -> Tensor:
         """(B, T) target ids and memory (B, S, d_model) -> (B, T, d_model).
 
-        Without a tgt_mask the decoder still may not look ahead: subsequent_mask(T) is
-        used.
+        Without a tgt_mask the decoder still may not look ahead: a causal mask is used.
+        With a cache, ``tgt`` holds only the positions after the ``cache.length`` cached
+        ones, and appends them to it (a tgt_mask is then (B or 1, T, length + T)).
         """
-        if tgt_mask is None:
-            tgt_mask = subsequent_mask(tgt.size(1), device=tgt.device)  # (T, T)
-        return self.decoder(
-            self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask
-        )
+        offset = 0 if cache is None else cache.length
+        if tgt_mask is None:  # position offset + i sees positions 0..offset + i
+            causal = subsequent_mask(offset + tgt.size(1), device=tgt.device)
+            tgt_mask = causal[None, offset:]  # (1, T, offset + T)
+        x = self.positional(self.tgt_embed(tgt), offset)  # (B, T, d_model)
+        return self.decoder(x, memory, src_mask, tgt_mask, cache, maps)
 
     def forward(
         self,
@@ -131,24 +142,20 @@ class Transformer(nn.Module):
         # (B, T, V)
         return self.output_projection(self.decode(memory, src_mask, tgt, tgt_mask))
 
-    def attention_maps(self) -> dict[str, list[Tensor]]:
-        """Attention weights of the last forward pass in ``recording_attention(model)``.
+    @torch.no_grad()
+    def attention_maps(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+    ) -> AttentionMaps:
+        """Run a forward pass and return the attention weights of every layer.
 
-        Returns one tensor per layer: "encoder_self" (B, h, S, S), "decoder_self" (B, h,
-        T, T) and "cross" (B, h, T, S) (rows are queries, columns keys).
+        One tensor per layer: "encoder_self" (B, h, S, S), "decoder_self" (B, h, T, T)
+        and "cross" (B, h, T, S) (rows are queries, columns keys).
         """
-        maps = {
-            "encoder_self": [
-                layer.self_attn.last_weights for layer in self.encoder.layers
-            ],
-            "decoder_self": [
-                layer.self_attn.last_weights for layer in self.decoder.layers
-            ],
-            "cross": [layer.cross_attn.last_weights for layer in self.decoder.layers],
-        }
-        if any(w is None for weights in maps.values() for w in weights):
-            raise RuntimeError(
-                "no attention weights recorded: run the model inside "
-                "`with aiayn.recording_attention(model):` first"
-            )
+        maps: AttentionMaps = {"encoder_self": [], "decoder_self": [], "cross": []}
+        memory = self.encode(src, src_mask, maps)
+        self.decode(memory, src_mask, tgt, tgt_mask, maps=maps)
         return maps

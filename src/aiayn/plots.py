@@ -67,8 +67,8 @@ def plot_attention_grid(
     """Every layer (rows of the grid) and head (columns) of one kind of attention.
 
     ``maps_per_layer`` holds one (h, Q, K) tensor per layer, for a single example, e.g.
-    ``[w[0] for w in model.attention_maps()["cross"]]``. One colorbar serves the whole
-    grid.
+    ``[w[0] for w in model.attention_maps(src, tgt)["cross"]]``. One colorbar serves the
+    whole grid.
     """
     maps = [torch.as_tensor(m).detach().cpu() for m in maps_per_layer]
     if not maps or any(m.dim() != 3 for m in maps):
