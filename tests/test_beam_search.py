@@ -164,7 +164,8 @@ def test_outputs_fit_max_len_and_scores_are_the_outputs_scores(seed):
 
 
 class NeverEnds(nn.Module):
-    """A stand-in model that always prefers token 3 and never the end token."""
+    """A stand-in model that always prefers token 3 and never the end token. (Without
+    a key/value cache: decode with use_cache=False.)"""
 
     def __init__(self, vocab: int = 6):
         super().__init__()
@@ -183,7 +184,7 @@ class NeverEnds(nn.Module):
 
 def test_without_max_len_each_output_may_run_to_its_source_length_plus_50():
     src = torch.tensor([[4, 4, 4, 4, 4], [4, 4, 4, PAD, PAD]])
-    out = beam_search(NeverEnds(), src, PAD, BOS, EOS)
+    out = beam_search(NeverEnds(), src, PAD, BOS, EOS, use_cache=False)
     assert out.shape == (2, 55)
     assert (out[0] == 3).all()  # never ended: the best beam, at the limit
     assert (out[1, :53] == 3).all() and (out[1, 53:] == PAD).all()
@@ -191,7 +192,8 @@ def test_without_max_len_each_output_may_run_to_its_source_length_plus_50():
 
 class ByStep(nn.Module):
     """A stand-in model whose next-token logits depend only on the step: step t uses
-    logits[min(t, len - 1)]. It counts its decoding steps."""
+    logits[min(t, len - 1)]. It counts its decoding steps. (Without a key/value cache:
+    decode with use_cache=False.)"""
 
     def __init__(self, logits: list[list[float]]):
         super().__init__()
@@ -220,7 +222,7 @@ def test_the_early_stop_never_drops_a_hypothesis_that_could_still_win(alpha):
     model = ByStep([first, later])
     src = torch.tensor([[4, 4, 4]])
     out, score = beam_search(
-        model, src, PAD, BOS, EOS, 30, alpha=alpha, return_scores=True
+        model, src, PAD, BOS, EOS, 30, alpha=alpha, return_scores=True, use_cache=False
     )
     log_probs = torch.tensor([first, later]).log_softmax(-1)
     end_now = log_probs[0, EOS] / length_penalty(1, alpha)
@@ -237,3 +239,20 @@ def test_bad_beam_size():
     model, src = random_model(0), random_sources(0)
     with pytest.raises(ValueError, match="beam_size=0 must be at least 1"):
         beam_search(model, src, PAD, BOS, EOS, 5, beam_size=0)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_the_key_value_cache_changes_nothing(alpha):
+    """Reordered with the beams, the cache gives the tokens and scores of recomputing
+    every prefix (scores to float32 rounding)."""
+    for seed in range(4):
+        model, src = random_model(seed), random_sources(seed)
+        cached, cached_scores = beam_search(
+            model, src, PAD, BOS, EOS, max_len=12, alpha=alpha, return_scores=True
+        )
+        recomputed, scores = beam_search(
+            model, src, PAD, BOS, EOS, max_len=12, alpha=alpha, return_scores=True,
+            use_cache=False,
+        )  # fmt: skip
+        assert torch.equal(cached, recomputed)
+        assert_close(cached_scores, scores)

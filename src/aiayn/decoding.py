@@ -136,14 +136,18 @@ class Finished:
 
 
 def select_rows(
-    rows: Tensor, memory: Tensor, src_mask: Tensor, prefix: Tensor
-) -> tuple[Tensor, Tensor, Tensor]:
+    rows: Tensor,
+    memory: Tensor,
+    src_mask: Tensor,
+    prefix: Tensor,
+    cache: DecoderCache | None,
+) -> tuple[Tensor, Tensor, Tensor, DecoderCache | None]:
     """Keep and reorder the rows of everything the decoder reads: rows (R,) indices.
 
-    The one place where per-row decoding state moves; a key/value cache would be
-    reordered here with the same ``rows``.
+    The one place where per-row decoding state moves, the key/value cache included.
     """
-    return memory[rows], src_mask[rows], prefix[rows]
+    cache = None if cache is None else cache.select(rows)
+    return memory[rows], src_mask[rows], prefix[rows], cache
 
 
 @torch.no_grad()
@@ -158,6 +162,7 @@ def beam_search(
     beam_size: int = 4,
     alpha: float = 0.6,
     return_scores: bool = False,
+    use_cache: bool = True,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Decode a batch of sources with beam search and GNMT's length penalty.
 
@@ -171,6 +176,7 @@ def beam_search(
     next beams. A source is done when it has had k finished hypotheses (fairseq's rule,
     which makes beam_size=1 greedy decoding), when no beam can still beat its best
     finished hypothesis, or at its length limit, where its beams count as finished.
+    use_cache=False recomputes every prefix at every step, with the same result.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size={beam_size} must be at least 1")
@@ -184,6 +190,7 @@ def beam_search(
     memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)
     src_mask = src_mask.repeat_interleave(k, dim=0)  # (B·k, 1, S)
     prefix = torch.full((batch * k, 1), bos_id, device=device)  # (B·k, 1)
+    cache = DecoderCache() if use_cache else None
     # (B, k) log P of each beam's prefix: one empty prefix per source to start from
     beam_scores = torch.full((batch, k), float("-inf"), device=device)
     beam_scores[:, 0] = 0.0
@@ -191,7 +198,8 @@ def beam_search(
     best = Finished(batch, int(limit.max()), pad_id, device)
     for length in range(1, int(limit.max()) + 1):
         n = sources.numel()
-        log_probs = next_token_logits(model, memory, src_mask, prefix).log_softmax(-1)
+        logits = next_token_logits(model, memory, src_mask, prefix, cache)  # (n·k, V)
+        log_probs = logits.log_softmax(dim=-1)
         # (n, 2k) each: log P, token, and the row of the beam each candidate extends
         scores, beam, token = top_candidates(log_probs.view(n, k, -1), beam_scores, k)
         rows = torch.arange(n, device=device)[:, None] * k + beam
@@ -217,8 +225,8 @@ def beam_search(
         if done.all():
             break
         live = ~done
-        memory, src_mask, prefix = select_rows(
-            rows[live].flatten(), memory, src_mask, prefix
+        memory, src_mask, prefix, cache = select_rows(
+            rows[live].flatten(), memory, src_mask, prefix, cache
         )
         # (R, t) -> (R, t + 1)
         prefix = torch.cat([prefix, token[live].flatten()[:, None]], dim=1)
