@@ -175,7 +175,7 @@ class NeverEnds(nn.Module):
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         return torch.zeros(src.size(0), src.size(1), 1)
 
-    def decode(self, memory: Tensor, src_mask: Tensor, prefix: Tensor) -> Tensor:
+    def decode(self, memory: Tensor, src_mask: Tensor, prefix: Tensor, cache=None):
         logits = torch.zeros(prefix.size(0), prefix.size(1), self.vocab)
         logits[..., 3] = 2.0
         logits[..., EOS] = -5.0
@@ -204,7 +204,7 @@ class ByStep(nn.Module):
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         return torch.zeros(src.size(0), src.size(1), 1)
 
-    def decode(self, memory: Tensor, src_mask: Tensor, prefix: Tensor) -> Tensor:
+    def decode(self, memory: Tensor, src_mask: Tensor, prefix: Tensor, cache=None):
         self.steps += 1
         t = min(prefix.size(1), len(self.logits)) - 1
         return self.logits[t].expand(prefix.size(0), prefix.size(1), -1)
