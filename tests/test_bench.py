@@ -4,7 +4,8 @@ from torch.testing import assert_close
 from aiayn import load_decoder_layer, load_encoder_layer
 from aiayn.bench import BenchConfig, bench_batch, build_models, run
 
-TINY = BenchConfig(d_model=16, nhead=2, layers=2, dim_feedforward=32, dropout=0.0,
+TINY = BenchConfig(d_model=16, nhead=2, num_encoder_layers=2, num_decoder_layers=2,
+                   dim_feedforward=32, dropout=0.0,
                    batch_size=4, src_len=6, tgt_len=5, vocab=11)  # fmt: skip
 
 

@@ -1,26 +1,33 @@
 """Training: the schedule, the loss, determinism, checkpoints, decoding."""
 
+import dataclasses
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.tasks import EOS_ID, PAD_ID, get_task, held_out_sources
+from aiayn.evaluation import evaluate
+from aiayn.loss import label_smoothed_loss
+from aiayn.model import TransformerConfig
+from aiayn.schedule import learning_rate
+from aiayn.tasks import DIGIT_TOKENIZER, get_task, held_out_sources
 from aiayn.training import (
     TrainConfig,
-    evaluate,
-    label_smoothed_loss,
-    learning_rate,
     load_checkpoint,
     new_run,
     save_checkpoint,
+    toy_model_config,
     train,
     train_step,
 )
 
+PAD_ID, EOS_ID = DIGIT_TOKENIZER.pad_id, DIGIT_TOKENIZER.eos_id
+SHAPE = dict(
+    d_model=32, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64
+)
 TINY = dict(
-    d_model=32, nhead=2, num_layers=1, dim_feedforward=64, batch_size=16, eval_size=20
+    model=toy_model_config("reverse-repeats", **SHAPE), batch_size=16, eval_size=20
 )
 
 
@@ -96,14 +103,16 @@ def test_checkpoint_holds_what_prediction_needs(tmp_path):
     saved = torch.load(tmp_path / "r.pt", weights_only=False)
     assert {
         "config",
-        "model_config",
         "model",
         "optimizer",
         "step",
         "torch_rng",
         "data_rng",
     } <= (saved.keys())
+    assert saved["config"]["model"] == dataclasses.asdict(state.model.config)
     restored = load_checkpoint(tmp_path / "r.pt")
+    assert restored.config == state.config
+    assert isinstance(restored.config.model, TransformerConfig)
     for name, tensor in state.model.state_dict().items():
         assert torch.equal(restored.model.state_dict()[name], tensor)
 
@@ -170,7 +179,7 @@ def test_training_records_keep_training_and_validation_scores_apart():
 
 
 def test_load_or_train_reuses_resumes_or_retrains(tmp_path):
-    from aiayn.training import load_or_train
+    from aiayn.book_models import load_or_train
 
     path = tmp_path / "run.pt"
     config = TrainConfig(steps=6, eval_every=3, **TINY)

@@ -1,7 +1,7 @@
 """Time a training step (forward + backward) of our Transformer and nn.Transformer.
 
     python -m aiayn.bench                                    # the two presets
-    python -m aiayn.bench --d-model 64 --nhead 2 --layers 1  # a configuration of yours
+    python -m aiayn.bench --d-model 64 --nhead 2 --num-encoder-layers 1
 
 Both models get the same padded batch, the same masks (source padding; target padding
 and causal), the same embedding and output layers, and the same loss. After a warm-up
@@ -26,7 +26,7 @@ from aiayn.interop import to_key_padding_mask, to_torch_mask
 from aiayn.masks import padding_mask, subsequent_mask, target_mask
 from aiayn.model import Transformer
 
-PAD = 0
+PAD_ID = 0  # the benchmark's random batches pad with id 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +35,8 @@ class BenchConfig:
 
     d_model: int = 64
     nhead: int = 4
-    layers: int = 3  # encoder layers = decoder layers
+    num_encoder_layers: int = 3
+    num_decoder_layers: int = 3
     dim_feedforward: int = 256
     dropout: float = 0.0
     batch_size: int = 256
@@ -62,8 +63,8 @@ class TorchTransformer(nn.Module):
         self.tgt_embed = TokenEmbedding(cfg.vocab, cfg.d_model)
         self.positional = PositionalEncoding(cfg.d_model, dropout=cfg.dropout)
         self.transformer = nn.Transformer(
-            cfg.d_model, cfg.nhead, cfg.layers, cfg.layers, cfg.dim_feedforward,
-            cfg.dropout, batch_first=True,
+            cfg.d_model, cfg.nhead, cfg.num_encoder_layers, cfg.num_decoder_layers,
+            cfg.dim_feedforward, cfg.dropout, batch_first=True,
         )  # fmt: skip
         # nn.Transformer ends both stacks with a LayerNorm; the post-LN paper
         # model (ours) doesn't.
@@ -100,7 +101,7 @@ def padded_tokens(cfg: BenchConfig, length: int, generator: torch.Generator) -> 
     lengths = torch.randint(
         length // 2, length + 1, (cfg.batch_size, 1), generator=generator
     )
-    return tokens.masked_fill(torch.arange(length) >= lengths, PAD)
+    return tokens.masked_fill(torch.arange(length) >= lengths, PAD_ID)
 
 
 def bench_batch(cfg: BenchConfig, seed: int = 0) -> BenchBatch:
@@ -108,22 +109,23 @@ def bench_batch(cfg: BenchConfig, seed: int = 0) -> BenchBatch:
     src = padded_tokens(cfg, cfg.src_len, generator)
     tgt = padded_tokens(cfg, cfg.tgt_len + 1, generator)
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # teacher forcing: predict the next token
-    src_mask = padding_mask(src, PAD)
+    src_mask = padding_mask(src, PAD_ID)
     torch_masks = {
         "src_key_padding_mask": to_key_padding_mask(src_mask),
         "memory_key_padding_mask": to_key_padding_mask(src_mask),
-        "tgt_key_padding_mask": to_key_padding_mask(padding_mask(tgt_in, PAD)),
+        "tgt_key_padding_mask": to_key_padding_mask(padding_mask(tgt_in, PAD_ID)),
         "tgt_mask": to_torch_mask(subsequent_mask(cfg.tgt_len)),
     }
     return BenchBatch(
-        src, tgt_in, tgt_out, src_mask, target_mask(tgt_in, PAD), torch_masks
+        src, tgt_in, tgt_out, src_mask, target_mask(tgt_in, PAD_ID), torch_masks
     )
 
 
 def build_models(cfg: BenchConfig) -> tuple[Transformer, TorchTransformer]:
     ours = Transformer(
         src_vocab=cfg.vocab, tgt_vocab=cfg.vocab, d_model=cfg.d_model,
-        nhead=cfg.nhead, num_encoder_layers=cfg.layers, num_decoder_layers=cfg.layers,
+        nhead=cfg.nhead, num_encoder_layers=cfg.num_encoder_layers,
+        num_decoder_layers=cfg.num_decoder_layers,
         dim_feedforward=cfg.dim_feedforward, dropout=cfg.dropout,
     )  # fmt: skip
     return ours, TorchTransformer(cfg)
@@ -134,7 +136,7 @@ def loss_and_backward(model: nn.Module, batch: BenchBatch, *masks) -> None:
     model.zero_grad(set_to_none=True)
     logits = model(batch.src, batch.tgt_in, *masks)  # (B, T, vocab)
     F.cross_entropy(
-        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD
+        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD_ID
     ).backward()
 
 
