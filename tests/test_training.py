@@ -231,3 +231,33 @@ def test_snapshots_are_capped_and_averaged():
 def test_no_snapshot_means_the_model_itself():
     state = new_run(TrainConfig(**TINY))
     assert state.averaged_model() is state.model
+
+
+def test_a_checkpoint_rebuilds_the_whole_transformer_config(tmp_path):
+    model = toy_model_config(
+        "reverse-repeats", **SHAPE, norm_first=True, positional="learned", d_k=8
+    )
+    config = TrainConfig(model=model, steps=2, eval_every=2, batch_size=4, eval_size=4)
+    state = train(new_run(config), tmp_path / "r.pt", progress=False)
+    restored = load_checkpoint(tmp_path / "r.pt")
+    assert restored.model.config == model == state.model.config
+    assert restored.config == config
+
+
+def test_the_model_takes_its_vocabulary_sizes_from_the_task():
+    config = TrainConfig(task="copy")
+    task = get_task("copy")
+    assert config.model == toy_model_config(task)
+    assert config.model.src_vocab == len(task.src_tokenizer) == 14
+    assert config.model.max_positions == 2 * task.longest_sequence == 22
+    with pytest.raises(ValueError, match="tgt_vocab=10, but task copy has 14"):
+        TrainConfig(task="copy", model=dataclasses.replace(config.model, tgt_vocab=10))
+
+
+def test_each_concept_lives_in_its_own_module():
+    from aiayn import book_models, evaluation, loss, schedule
+
+    assert learning_rate.__module__ == schedule.__name__  # the optimizer chapter's
+    assert label_smoothed_loss.__module__ == loss.__name__  # regularization's
+    assert evaluate.__module__ == evaluation.predict.__module__ == evaluation.__name__
+    assert book_models.load_or_train.__module__ == book_models.__name__
