@@ -5,11 +5,12 @@ import dataclasses
 import pytest
 
 from aiayn import book_models, training
-from aiayn.training import TrainConfig
+from aiayn.training import TrainConfig, toy_model_config
 
-TINY = dict(
-    d_model=32, nhead=2, num_layers=1, dim_feedforward=64, batch_size=16, eval_size=20
+SHAPE = dict(
+    d_model=32, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64
 )
+TINY = dict(model=toy_model_config("copy", **SHAPE), batch_size=16, eval_size=20)
 
 
 @pytest.fixture
@@ -29,7 +30,8 @@ def test_the_book_models_are_the_chapters_configurations():
     )  # the CLI's defaults
     for name in ("copy", "reverse"):
         config = book_models.BOOK_MODELS[name]
-        easier = dict(task=name, num_layers=1, eval_every=100)
+        one_layer = toy_model_config(name, num_encoder_layers=1, num_decoder_layers=1)
+        easier = dict(task=name, model=one_layer, eval_every=100)
         assert config == dataclasses.replace(TrainConfig(), **easier)
 
 

@@ -1,18 +1,24 @@
-"""The toy tasks of Part II: rules, vocabulary, sampling and batching."""
+"""Tasks: rules, tokenizers and their special ids, sampling, held-out sets, batching."""
+
+from dataclasses import dataclass
 
 import pytest
 import torch
 
+from aiayn import tasks
+from aiayn.evaluation import evaluate, predict
 from aiayn.tasks import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    VOCABULARY,
+    DIGIT_TOKENIZER,
+    Task,
+    Tokenizer,
     get_task,
     held_out_sources,
     held_out_split,
     make_batch,
 )
+from aiayn.training import TrainConfig, new_run, toy_model_config, train_step
+
+DIGITS = DIGIT_TOKENIZER
 
 
 def test_reverse_repeats_matches_the_seed_example():
@@ -38,16 +44,37 @@ def test_unknown_task_names_the_known_ones():
         get_task("sort")
 
 
-def test_tokens_outside_the_vocabulary_are_rejected():
+def test_the_digit_tasks_share_one_vocabulary_with_the_ids_of_part_ii():
+    assert DIGITS.tokens == ("<pad>", "<s>", "</s>", *"0123456789", "X")
+    assert (DIGITS.pad_id, DIGITS.bos_id, DIGITS.eos_id, len(DIGITS)) == (0, 1, 2, 14)
+    for task in tasks.TASKS.values():
+        assert task.src_tokenizer is task.tgt_tokenizer is DIGITS
+        assert task.source_lengths == range(1, 11) and task.held_out_length == 10
+
+
+def test_sources_that_are_not_digits_are_rejected():
     with pytest.raises(ValueError, match=r"\['12', 'a'\] are not digits"):
-        get_task("copy").encode("1 12 a")
+        get_task("copy").check_source("1 12 a")
+    with pytest.raises(ValueError, match=r"\['X'\] are not digits"):
+        get_task("copy").target("1 X")  # X is a target token, never a source one
+
+
+def test_tokens_outside_the_vocabulary_are_rejected():
+    with pytest.raises(ValueError, match=r"tokens \['12', '<s>', 'a'\] are not in"):
+        DIGITS.encode("1 12 a <s>")  # special tokens are not text either
 
 
 def test_encode_decode_round_trip_and_special_tokens():
-    task = get_task("copy")
-    ids = task.encode("0 9 5")
-    assert ids == [VOCABULARY.index(d) for d in "095"]
-    assert task.decode([BOS_ID, *ids, EOS_ID, 7, PAD_ID]) == "0 9 5"  # stops at </s>
+    ids = DIGITS.encode("0 9 5")
+    assert ids == [DIGITS.tokens.index(d) for d in "095"]
+    assert DIGITS.decode([DIGITS.bos_id, *ids, DIGITS.eos_id, 7, 0]) == "0 9 5"
+
+
+def test_a_vocabulary_needs_its_special_tokens_once():
+    with pytest.raises(ValueError, match=r"special tokens \['</s>'\] are not"):
+        Tokenizer(("<pad>", "<s>", "a"))
+    with pytest.raises(ValueError, match="appears twice"):
+        Tokenizer(("<pad>", "<s>", "</s>", "a", "a"))
 
 
 def test_sampling_is_seeded_and_respects_lengths():
@@ -56,18 +83,20 @@ def test_sampling_is_seeded_and_respects_lengths():
     again = task.sample(200, torch.Generator().manual_seed(3))
     assert first == again
     lengths = {len(s.split()) for s in first}
-    assert min(lengths) == task.min_len and max(lengths) == task.max_len
+    assert min(lengths) == task.source_lengths[0]
+    assert max(lengths) == task.source_lengths[-1]
     assert {len(s.split()) for s in task.sample(50, torch.Generator(), length=7)} == {7}
 
 
 def test_batch_is_padded_and_shifted_for_teacher_forcing():
-    task = get_task("reverse")
-    batch = make_batch(task, ["1 2 3", "4"])
-    assert batch.src.tolist()[1] == [VOCABULARY.index("4"), EOS_ID, PAD_ID, PAD_ID]
-    assert batch.tgt_in[:, 0].tolist() == [BOS_ID, BOS_ID]
+    batch = make_batch(get_task("reverse"), ["1 2 3", "4"])
+    pad, bos, eos = DIGITS.pad_id, DIGITS.bos_id, DIGITS.eos_id
+    four = DIGITS.ids["4"]
+    assert batch.src.tolist()[1] == [four, eos, pad, pad]
+    assert batch.tgt_in[:, 0].tolist() == [bos, bos]
     # shifted right by one
     assert torch.equal(batch.tgt_in[0, 1:], batch.tgt_out[0, :-1])
-    assert batch.tgt_out[1].tolist() == [VOCABULARY.index("4"), EOS_ID, PAD_ID, PAD_ID]
+    assert batch.tgt_out[1].tolist() == [four, eos, pad, pad]
     assert batch.num_tokens == 4 + 2
 
 
@@ -88,9 +117,89 @@ def test_held_out_sources_are_deterministic_and_prefixes_of_each_other():
     assert sources == held_out_sources(task, "test", 3000)
     assert held_out_sources(task, "test", 100) == sources[:100]
     assert len(set(sources)) == len(sources)  # at length 10 repeats are rare: none here
+    assert {len(s.split()) for s in sources} == {task.held_out_length}
 
 
 def test_unknown_split_names_the_choices():
     expected = "unknown split 'train': choose one of validation, test"
     with pytest.raises(ValueError, match=expected):
         held_out_sources(get_task("copy"), "train", 10)
+
+
+# A task that is not about digits: letters in, upper-case letters out, read one
+# character at a time, with a source and a target vocabulary of different sizes and
+# special ids at other places.
+
+
+@dataclass(frozen=True)
+class CharacterTokenizer(Tokenizer):
+    """Every character is a token: 'abc' -> ['a', 'b', 'c']."""
+
+    def split(self, text: str) -> list[str]:
+        return list(text)
+
+    def join(self, tokens: list[str]) -> str:
+        return "".join(tokens)
+
+
+class Uppercase(Task):
+    name = "uppercase"
+    description = "the source's letters in upper case"
+    src_tokenizer = CharacterTokenizer(("<pad>", "<s>", "</s>", *"abc"))
+    tgt_tokenizer = CharacterTokenizer(("A", "B", "C", "D", "</s>", "<s>", "<pad>"))
+    source_lengths = range(1, 5)
+    held_out_length = 4
+    longest_sequence = 5
+
+    def target(self, source: str) -> str:
+        return source.upper()
+
+    def sample(self, n, generator, length=None):
+        lengths = torch.randint(1, 5, (n,), generator=generator).tolist()
+        letters = torch.randint(0, 3, (n, 4), generator=generator).tolist()
+        return [
+            "".join("abc"[i] for i in row[: length or k])
+            for row, k in zip(letters, lengths, strict=True)
+        ]
+
+
+@pytest.fixture
+def uppercase(monkeypatch):
+    task = Uppercase()
+    monkeypatch.setitem(tasks.TASKS, task.name, task)
+    return task
+
+
+def test_a_task_with_its_own_vocabularies_batches_with_its_own_special_ids(uppercase):
+    batch = make_batch(uppercase, ["cab", "a"])
+    assert batch.src.tolist() == [[5, 3, 4, 2], [3, 2, 0, 0]]
+    assert batch.tgt_in.tolist() == [[5, 2, 0, 1], [5, 0, 6, 6]]  # <s> is 5, pad 6
+    assert batch.tgt_out.tolist() == [[2, 0, 1, 4], [0, 4, 6, 6]]  # </s> is 4
+    assert (batch.src_pad_id, batch.tgt_pad_id) == (0, 6)
+    assert batch.num_tokens == 4 + 2
+    assert uppercase.tgt_tokenizer.decode(batch.tgt_out[0].tolist()) == "CAB"
+
+
+def test_vocabularies_of_different_sizes_give_an_untied_source_embedding(uppercase):
+    config = TrainConfig(task="uppercase")
+    assert (config.model.src_vocab, config.model.tgt_vocab) == (6, 7)
+    model = new_run(config).model
+    assert model.src_embed.embedding.weight is not model.tgt_embed.embedding.weight
+    assert model.output_projection.weight is model.tgt_embed.embedding.weight
+    with pytest.raises(ValueError, match="task uppercase has 6 source and 7 target"):
+        TrainConfig(task="uppercase", model=toy_model_config("copy"))
+
+
+def test_a_task_that_is_not_digits_trains_and_evaluates_end_to_end(uppercase):
+    shape = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1)
+    model = toy_model_config(uppercase, dim_feedforward=32, **shape)
+    config = TrainConfig(task="uppercase", model=model, batch_size=8, device="cpu")
+    state = new_run(config)
+    records = [train_step(state) for _ in range(3)]
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in records)
+    sources = held_out_sources(uppercase, "test", 5)
+    assert {len(s) for s in sources} == {uppercase.held_out_length}
+    predictions = predict(state.model, uppercase, sources)
+    assert all(set(p) <= set("ABCD") for p in predictions)  # text of the target side
+    scores = evaluate(state.model, uppercase, sources)
+    assert 0 <= scores["exact_match"] <= scores["token_accuracy"] <= 1

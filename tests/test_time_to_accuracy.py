@@ -8,9 +8,11 @@ from aiayn.time_to_accuracy import (
     median_reached,
     report,
 )
-from aiayn.training import TrainConfig
+from aiayn.training import TrainConfig, toy_model_config
 
-TINY = TrainConfig(task="copy", d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
+SHAPE = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+             dim_feedforward=32)  # fmt: skip
+TINY = TrainConfig(task="copy", model=toy_model_config("copy", **SHAPE),
                    batch_size=16, steps=20, snapshot_every=5, device="cpu")  # fmt: skip
 
 

@@ -1,26 +1,33 @@
 """Training: the schedule, the loss, determinism, checkpoints, decoding."""
 
+import dataclasses
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.tasks import EOS_ID, PAD_ID, get_task, held_out_sources
+from aiayn.evaluation import evaluate
+from aiayn.loss import label_smoothed_loss
+from aiayn.model import TransformerConfig
+from aiayn.schedule import learning_rate
+from aiayn.tasks import DIGIT_TOKENIZER, get_task, held_out_sources
 from aiayn.training import (
     TrainConfig,
-    evaluate,
-    label_smoothed_loss,
-    learning_rate,
     load_checkpoint,
     new_run,
     save_checkpoint,
+    toy_model_config,
     train,
     train_step,
 )
 
+PAD_ID, EOS_ID = DIGIT_TOKENIZER.pad_id, DIGIT_TOKENIZER.eos_id
+SHAPE = dict(
+    d_model=32, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64
+)
 TINY = dict(
-    d_model=32, nhead=2, num_layers=1, dim_feedforward=64, batch_size=16, eval_size=20
+    model=toy_model_config("reverse-repeats", **SHAPE), batch_size=16, eval_size=20
 )
 
 
@@ -96,14 +103,16 @@ def test_checkpoint_holds_what_prediction_needs(tmp_path):
     saved = torch.load(tmp_path / "r.pt", weights_only=False)
     assert {
         "config",
-        "model_config",
         "model",
         "optimizer",
         "step",
         "torch_rng",
         "data_rng",
     } <= (saved.keys())
+    assert saved["config"]["model"] == dataclasses.asdict(state.model.config)
     restored = load_checkpoint(tmp_path / "r.pt")
+    assert restored.config == state.config
+    assert isinstance(restored.config.model, TransformerConfig)
     for name, tensor in state.model.state_dict().items():
         assert torch.equal(restored.model.state_dict()[name], tensor)
 
@@ -170,7 +179,7 @@ def test_training_records_keep_training_and_validation_scores_apart():
 
 
 def test_load_or_train_reuses_resumes_or_retrains(tmp_path):
-    from aiayn.training import load_or_train
+    from aiayn.book_models import load_or_train
 
     path = tmp_path / "run.pt"
     config = TrainConfig(steps=6, eval_every=3, **TINY)
@@ -222,3 +231,33 @@ def test_snapshots_are_capped_and_averaged():
 def test_no_snapshot_means_the_model_itself():
     state = new_run(TrainConfig(**TINY))
     assert state.averaged_model() is state.model
+
+
+def test_a_checkpoint_rebuilds_the_whole_transformer_config(tmp_path):
+    model = toy_model_config(
+        "reverse-repeats", **SHAPE, norm_first=True, positional="learned", d_k=8
+    )
+    config = TrainConfig(model=model, steps=2, eval_every=2, batch_size=4, eval_size=4)
+    state = train(new_run(config), tmp_path / "r.pt", progress=False)
+    restored = load_checkpoint(tmp_path / "r.pt")
+    assert restored.model.config == model == state.model.config
+    assert restored.config == config
+
+
+def test_the_model_takes_its_vocabulary_sizes_from_the_task():
+    config = TrainConfig(task="copy")
+    task = get_task("copy")
+    assert config.model == toy_model_config(task)
+    assert config.model.src_vocab == len(task.src_tokenizer) == 14
+    assert config.model.max_positions == 2 * task.longest_sequence == 22
+    with pytest.raises(ValueError, match="tgt_vocab=10, but task copy has 14"):
+        TrainConfig(task="copy", model=dataclasses.replace(config.model, tgt_vocab=10))
+
+
+def test_each_concept_lives_in_its_own_module():
+    from aiayn import book_models, evaluation, loss, schedule
+
+    assert learning_rate.__module__ == schedule.__name__  # the optimizer chapter's
+    assert label_smoothed_loss.__module__ == loss.__name__  # regularization's
+    assert evaluate.__module__ == evaluation.predict.__module__ == evaluation.__name__
+    assert book_models.load_or_train.__module__ == book_models.__name__

@@ -1,7 +1,7 @@
 """Command line: train a toy task, evaluate a checkpoint, predict from the shell.
 
     python -m aiayn train --task reverse-repeats --out runs/reverse-repeats.pt
-    python -m aiayn evaluate --checkpoint runs/reverse-repeats.pt --n 10000 --length 10
+    python -m aiayn evaluate --checkpoint runs/reverse-repeats.pt --n 10000
     python -m aiayn predict --checkpoint runs/reverse-repeats.pt "0 1 5 9 0 3 5 2 5"
     python -m aiayn predict --checkpoint runs/reverse-repeats.pt --beam 4 "1 2"
 
@@ -30,15 +30,14 @@ from typing import IO, NoReturn
 
 import torch
 
+from aiayn.evaluation import evaluate, predict
 from aiayn.tasks import HELD_OUT_SEEDS, TASKS, Task, get_task, held_out_sources
 from aiayn.training import (
     TrainConfig,
     TrainingInterrupted,
     TrainState,
-    evaluate,
     load_checkpoint,
     new_run,
-    predict,
     train,
 )
 
@@ -124,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--eval-size",
         type=positive_int,
-        help="length-10 validation sources per evaluation "
+        help="validation sources per evaluation, of the task's held-out length "
         f"(default {defaults.eval_size})",
     )
     p.add_argument(
@@ -159,14 +158,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--n", type=positive_int, default=10_000, help="sources (default 10000)"
     )
-    p.add_argument("--length", type=int, default=10, help="source length (default 10)")
+    p.add_argument(
+        "--length",
+        type=int,
+        help="source length in tokens (default: the task's held-out length)",
+    )
     p.set_defaults(command=run_evaluate, prog=p.prog)
 
     p = commands.add_parser(
         "predict",
         help="predict the output for sequences",
         description="Print the model's output for each SEQUENCE (space-separated "
-        "digits); with none, read one sequence per line from standard input.",
+        "digits for the toy tasks); with none, read one sequence per line from "
+        "standard input.",
     )
     p.add_argument("--checkpoint", required=True, type=Path)
     p.add_argument(
@@ -322,7 +326,7 @@ def summary(state: TrainState, out: Path) -> str:
     if evaluations:
         line += (
             f", validation exact match {evaluations[-1]['val_exact_match']:.4f} on "
-            f"{state.config.eval_size} length-10 sources"
+            f"{state.config.eval_size} sources {held_out(state.task, None)}"
         )
     return f"{line}; saved {out}"
 
@@ -330,18 +334,25 @@ def summary(state: TrainState, out: Path) -> str:
 def run_evaluate(args: argparse.Namespace) -> int:
     state = open_checkpoint(args.checkpoint)
     task = state.task
-    if not task.min_len <= args.length <= task.max_len:
+    lengths = task.source_lengths
+    if args.length is not None and args.length not in lengths:
         raise UsageError(
-            f"--length {args.length} is outside {task.min_len}..{task.max_len} for "
+            f"--length {args.length} is outside {lengths.start}..{lengths[-1]} for "
             f"{task.name}"
         )
     sources = held_out_sources(task, args.split, args.n, length=args.length)
     scores = evaluate(state.averaged_model(), task, sources)
     print(f"task:           {task.name}")
-    print(f"sources:        {args.n} of length {args.length}, {args.split} split")
+    print(f"sources:        {args.n} {held_out(task, args.length)}, {args.split} split")
     print(f"exact match:    {scores['exact_match']:.4f}")
     print(f"token accuracy: {scores['token_accuracy']:.4f}")
     return 0
+
+
+def held_out(task: Task, length: int | None) -> str:
+    """How the held-out sources of a task are drawn, e.g. 'of length 10'."""
+    length = task.held_out_length if length is None else length
+    return "as training draws them" if length is None else f"of length {length}"
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -367,17 +378,19 @@ def standard_input_lines() -> list[str]:
 
 
 def check_sequence(sequence: str, task: Task) -> None:
-    """Refuse a sequence the model cannot read: empty, not digits, or too long."""
+    """Refuse a sequence the model cannot read: empty, not the task's, or too long."""
     try:
-        length = len(task.tokenize(sequence))
+        task.check_source(sequence)
+        length = len(task.src_tokenizer.encode(sequence))
     except ValueError as error:
         raise UsageError(f"{error} in {sequence!r}") from None
     if length == 0:
-        raise UsageError(f"{sequence!r} is an empty sequence: give at least one digit")
-    if length > task.max_len:
+        raise UsageError(f"{sequence!r} is an empty sequence: give at least one token")
+    longest = task.source_lengths[-1]
+    if length > longest:
         raise UsageError(
             f"{sequence!r} has {length} tokens; {task.name} was trained on at most "
-            f"{task.max_len}"
+            f"{longest}"
         )
 
 

@@ -26,7 +26,7 @@ from aiayn.interop import to_key_padding_mask, to_torch_mask
 from aiayn.masks import padding_mask, subsequent_mask, target_mask
 from aiayn.model import Transformer, TransformerConfig
 
-PAD = 0
+PAD_ID = 0  # the benchmark's random batches pad with id 0
 
 
 # The toy tasks' training configuration (aiayn.training.TrainConfig).
@@ -133,7 +133,7 @@ def padded_tokens(cfg: BenchConfig, length: int, generator: torch.Generator) -> 
     lengths = torch.randint(
         length // 2, length + 1, (cfg.batch_size, 1), generator=generator
     )
-    return tokens.masked_fill(torch.arange(length) >= lengths, PAD)
+    return tokens.masked_fill(torch.arange(length) >= lengths, PAD_ID)
 
 
 def bench_batch(cfg: BenchConfig, seed: int = 0) -> BenchBatch:
@@ -141,15 +141,15 @@ def bench_batch(cfg: BenchConfig, seed: int = 0) -> BenchBatch:
     src = padded_tokens(cfg, cfg.src_len, generator)
     tgt = padded_tokens(cfg, cfg.tgt_len + 1, generator)
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]  # teacher forcing: predict the next token
-    src_mask = padding_mask(src, PAD)
+    src_mask = padding_mask(src, PAD_ID)
     torch_masks = {
         "src_key_padding_mask": to_key_padding_mask(src_mask),
         "memory_key_padding_mask": to_key_padding_mask(src_mask),
-        "tgt_key_padding_mask": to_key_padding_mask(padding_mask(tgt_in, PAD)),
+        "tgt_key_padding_mask": to_key_padding_mask(padding_mask(tgt_in, PAD_ID)),
         "tgt_mask": to_torch_mask(subsequent_mask(cfg.tgt_len)),
     }
     return BenchBatch(
-        src, tgt_in, tgt_out, src_mask, target_mask(tgt_in, PAD), torch_masks
+        src, tgt_in, tgt_out, src_mask, target_mask(tgt_in, PAD_ID), torch_masks
     )
 
 
@@ -162,7 +162,7 @@ def loss_and_backward(model: nn.Module, batch: BenchBatch, *masks) -> None:
     model.zero_grad(set_to_none=True)
     logits = model(batch.src, batch.tgt_in, *masks)  # (B, T, vocab)
     F.cross_entropy(
-        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD
+        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD_ID
     ).backward()
 
 

@@ -14,7 +14,14 @@ import sys
 import time
 from pathlib import Path
 
-from aiayn.training import TrainConfig, TrainState, load_or_train
+from aiayn.training import (
+    TrainConfig,
+    TrainState,
+    load_checkpoint,
+    new_run,
+    toy_model_config,
+    train,
+)
 
 # The repository's _build/runs (aiayn is installed from src/ in editable mode).
 RUNS = Path(__file__).resolve().parents[2] / "_build" / "runs"
@@ -23,9 +30,32 @@ BOOK_MODELS = {
     # the hardest toy task with the command line's defaults ("Training the toy tasks")
     "reverse-repeats": TrainConfig(),
     # moving digits by position needs one layer a side; short runs, evaluated more often
-    "copy": TrainConfig(task="copy", num_layers=1, eval_every=100),
-    "reverse": TrainConfig(task="reverse", num_layers=1, eval_every=100),
+    "copy": TrainConfig(
+        task="copy",
+        model=toy_model_config("copy", num_encoder_layers=1, num_decoder_layers=1),
+        eval_every=100,
+    ),
+    "reverse": TrainConfig(
+        task="reverse",
+        model=toy_model_config("reverse", num_encoder_layers=1, num_decoder_layers=1),
+        eval_every=100,
+    ),
 }
+
+
+def load_or_train(
+    config: TrainConfig, path: str | Path, progress: bool = True
+) -> TrainState:
+    """The run of ``config`` checkpointed at ``path``.
+
+    Reused if finished, resumed if not, trained from scratch if the file is missing or
+    holds another configuration.
+    """
+    path = Path(path)
+    state = load_checkpoint(path) if path.is_file() else None
+    if state is None or state.config != config:
+        state = new_run(config)
+    return train(state, checkpoint=path, progress=progress)
 
 
 def book_model(name: str, runs: Path = RUNS, progress: bool = False) -> TrainState:

@@ -1,7 +1,14 @@
-"""Toy sequence-to-sequence tasks (the data of Part II): digit strings in, strings out.
+"""Tasks: where (source, target) text pairs come from, and how text becomes token ids.
 
-Every task shares one small vocabulary, so the source and target embeddings and the
-pre-softmax linear layer can share one weight matrix, as in §3.4:
+A task owns its data: how sources are drawn, the expected target of each, and a
+tokenizer per side (the same object when the two sides share one vocabulary). The
+tokenizers hold the vocabularies and the special ids: padding, start and end.
+Batching, the loss, training, evaluation and the command line read all of it from the
+task.
+
+The toy tasks of Part II read digit strings and write digit strings; they share one
+small vocabulary, so the source and target embeddings and the pre-softmax linear layer
+can share one weight matrix, as in §3.4:
 
     id  0      1      2      3 ... 12    13
         <pad>  <s>    </s>   0 ... 9     X
@@ -13,18 +20,116 @@ reversal starts there).
 """
 
 import zlib
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from torch import Tensor
 
-PAD, BOS, EOS = "<pad>", "<s>", "</s>"
-VOCABULARY = [PAD, BOS, EOS, *"0123456789", "X"]
-PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
-DIGIT_IDS = range(VOCABULARY.index("0"), VOCABULARY.index("9") + 1)
-TOKEN_ID = {symbol: i for i, symbol in enumerate(VOCABULARY)}
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """Text <-> token ids over a fixed list of tokens, the special ones included.
+
+    A token's id is its position in ``tokens``. This tokenizer reads text as
+    whitespace-separated tokens ('0 1 5' -> ['0', '1', '5']); a subword tokenizer
+    (byte-pair encoding, say) overrides ``split`` and ``join`` and keeps the rest.
+    """
+
+    tokens: tuple[str, ...]
+    pad: str = "<pad>"  # fills the end of shorter sequences in a batch
+    bos: str = "<s>"  # starts the decoder's input
+    eos: str = "</s>"  # ends every source and target
+
+    def __post_init__(self):
+        if len(set(self.tokens)) != len(self.tokens):
+            raise ValueError("a token appears twice in the vocabulary")
+        missing = [s for s in (self.pad, self.bos, self.eos) if s not in self.tokens]
+        if missing:
+            raise ValueError(f"special tokens {missing} are not in the vocabulary")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @cached_property
+    def ids(self) -> dict[str, int]:
+        """Token -> id."""
+        return {token: i for i, token in enumerate(self.tokens)}
+
+    @property
+    def pad_id(self) -> int:
+        return self.ids[self.pad]
+
+    @property
+    def bos_id(self) -> int:
+        return self.ids[self.bos]
+
+    @property
+    def eos_id(self) -> int:
+        return self.ids[self.eos]
+
+    def split(self, text: str) -> list[str]:
+        """Text -> tokens: here, its whitespace-separated pieces."""
+        return text.split()
+
+    def join(self, tokens: list[str]) -> str:
+        """Tokens -> text: the inverse of ``split``."""
+        return " ".join(tokens)
+
+    def encode(self, text: str) -> list[int]:
+        """'0 1 5' -> [3, 4, 8]: token ids, without start or end tokens."""
+        tokens = self.split(text)
+        specials = {self.pad, self.bos, self.eos}
+        unknown = sorted({t for t in tokens if t not in self.ids or t in specials})
+        if unknown:
+            raise ValueError(f"tokens {unknown} are not in the vocabulary")
+        return [self.ids[t] for t in tokens]
+
+    def decode(self, ids: list[int]) -> str:
+        """Token ids -> text: stop at the first end token, skip pad and start tokens."""
+        tokens = []
+        for i in ids:
+            if i == self.eos_id:
+                break
+            if i not in (self.pad_id, self.bos_id):
+                tokens.append(self.tokens[i])
+        return self.join(tokens)
+
+
+class Task(ABC):
+    """A source of (source, target) text pairs, with a tokenizer for each side.
+
+    ``src_tokenizer`` reads the sources, ``tgt_tokenizer`` the targets; they are one
+    object when the two sides share a vocabulary. ``source_lengths`` are the lengths,
+    in source tokens, that ``sample`` draws. ``held_out_length`` is the length of the
+    validation and test sources (None: lengths as ``sample`` draws them), and
+    ``longest_sequence`` the most token ids a source or target has, end token included.
+    """
+
+    name: str
+    description: str
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+    source_lengths: range
+    held_out_length: int | None
+    longest_sequence: int
+
+    @abstractmethod
+    def target(self, source: str) -> str:
+        """The expected output text for a source text."""
+
+    @abstractmethod
+    def sample(
+        self, n: int, generator: torch.Generator, length: int | None = None
+    ) -> list[str]:
+        """n random sources, of ``length`` tokens if given, drawn from ``generator``."""
+
+    def check_source(self, source: str) -> None:
+        """Raise a ValueError, saying why, if ``source`` is not text the task reads."""
+        self.src_tokenizer.encode(source)
 
 
 def reverse_repeats(digits: list[str]) -> list[str]:
@@ -41,54 +146,49 @@ def reverse_repeats(digits: list[str]) -> list[str]:
     return marked[::-1]
 
 
+DIGIT_TOKENIZER = Tokenizer(("<pad>", "<s>", "</s>", *"0123456789", "X"))
+
+
 @dataclass(frozen=True)
-class Task:
-    """A toy task: a rule from digit sequences to target sequences; its vocabulary."""
+class DigitTask(Task):
+    """A toy task: a rule from digit sequences to target sequences; one vocabulary."""
 
     name: str
     rule: Callable[[list[str]], list[str]]
     description: str
-    min_len: int = 1
-    max_len: int = 10
+    source_lengths: range = range(1, 11)
+    src_tokenizer: Tokenizer = DIGIT_TOKENIZER
+    tgt_tokenizer: Tokenizer = DIGIT_TOKENIZER
 
     @property
-    def vocab_size(self) -> int:
-        return len(VOCABULARY)
+    def held_out_length(self) -> int:
+        """Held-out sources are of the longest length, the hardest."""
+        return self.source_lengths[-1]
+
+    @property
+    def longest_sequence(self) -> int:
+        """A target is as long as its source; either ends with </s>."""
+        return self.source_lengths[-1] + 1
 
     def target(self, source: str) -> str:
         """The expected output for a source, e.g. '0 1 5' -> '5 1 0' for reverse."""
-        return " ".join(self.rule(self.tokenize(source)))
+        self.check_source(source)
+        return " ".join(self.rule(source.split()))
 
-    def tokenize(self, text: str) -> list[str]:
-        """Split a source string into digits; reject anything else, saying what."""
-        symbols = text.split()
+    def check_source(self, source: str) -> None:
+        """Reject anything but digits 0-9, saying what."""
+        symbols = source.split()
         unknown = sorted({s for s in symbols if s not in "0123456789" or len(s) != 1})
         if unknown:
             raise ValueError(f"{self.name}: tokens {unknown} are not digits 0-9")
-        return symbols
-
-    def encode(self, text: str) -> list[int]:
-        """'0 1 5' -> [3, 4, 8]: token ids, without start or end tokens."""
-        return [TOKEN_ID[s] for s in self.tokenize(text)]
-
-    def decode(self, ids: list[int]) -> str:
-        """Token ids -> string: stop at the first end token, skip special tokens."""
-        symbols = []
-        for i in ids:
-            if i == EOS_ID:
-                break
-            if i not in (PAD_ID, BOS_ID):
-                symbols.append(VOCABULARY[i])
-        return " ".join(symbols)
 
     def sample(
         self, n: int, generator: torch.Generator, length: int | None = None
     ) -> list[str]:
-        """n random sources: lengths uniform in [min_len, max_len] unless given."""
+        """n random sources: lengths uniform in ``source_lengths`` unless given."""
         if length is None:
-            lengths = torch.randint(
-                self.min_len, self.max_len + 1, (n,), generator=generator
-            )
+            low, high = self.source_lengths.start, self.source_lengths.stop
+            lengths = torch.randint(low, high, (n,), generator=generator)
         else:
             lengths = torch.full((n,), length)
         digits = torch.randint(0, 10, (n, int(lengths.max())), generator=generator)
@@ -99,14 +199,14 @@ class Task:
 TASKS = {
     task.name: task
     for task in [
-        Task(
+        DigitTask(
             "reverse-repeats",
             reverse_repeats,
             "every even-numbered occurrence of a digit becomes X, then the sequence is "
             "reversed",
         ),
-        Task("copy", lambda digits: list(digits), "the output is the input"),
-        Task(
+        DigitTask("copy", lambda digits: list(digits), "the output is the input"),
+        DigitTask(
             "reverse", lambda digits: digits[::-1], "the output is the input reversed"
         ),
     ]
@@ -130,17 +230,21 @@ def held_out_split(source: str) -> str:
     return "validation" if zlib.crc32(source.encode()) % 2 == 0 else "test"
 
 
-def held_out_sources(task: Task, split: str, n: int, length: int = 10) -> list[str]:
-    """n random sources of one length from the "validation" or the "test" split.
+def held_out_sources(
+    task: Task, split: str, n: int, length: int | None = None
+) -> list[str]:
+    """n random sources from the "validation" or the "test" split of a task.
 
-    Every possible source belongs to exactly one split (``held_out_split``), so the two
-    never share a sequence, at any length. Each split draws from its own seeded
-    generator and keeps the sources of its half; a smaller n gives a prefix of a
-    larger one.
+    Of ``task.held_out_length`` tokens, unless ``length`` is given. Every possible
+    source belongs to exactly one split (``held_out_split``), so the two never share a
+    sequence, at any length. Each split draws from its own seeded generator and keeps
+    the sources of its half; a smaller n gives a prefix of a larger one.
     """
     if split not in HELD_OUT_SEEDS:
         choices = ", ".join(HELD_OUT_SEEDS)
         raise ValueError(f"unknown split {split!r}: choose one of {choices}")
+    if length is None:
+        length = task.held_out_length
     generator = torch.Generator().manual_seed(HELD_OUT_SEEDS[split])
     sources: list[str] = []
     while len(sources) < n:
@@ -153,40 +257,49 @@ def held_out_sources(task: Task, split: str, n: int, length: int = 10) -> list[s
 class Batch:
     """A padded batch of examples, ready for teacher forcing.
 
-    src:     (B, S) source ids + </s>, padded with PAD_ID
+    src:     (B, S) source ids + </s>, padded with src_pad_id
     tgt_in:  (B, T) <s> + target ids: the decoder's input, the outputs "shifted right"
     tgt_out: (B, T) target ids + </s>: what the decoder must predict at each position
+    tgt_in and tgt_out are padded with tgt_pad_id.
     """
 
     src: Tensor
     tgt_in: Tensor
     tgt_out: Tensor
+    src_pad_id: int
+    tgt_pad_id: int
 
     def to(self, device: torch.device | str) -> "Batch":
         return Batch(
-            self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device)
+            self.src.to(device),
+            self.tgt_in.to(device),
+            self.tgt_out.to(device),
+            self.src_pad_id,
+            self.tgt_pad_id,
         )
 
     @property
     def num_tokens(self) -> int:
         """Target tokens that count in the loss (padding excluded)."""
-        return int((self.tgt_out != PAD_ID).sum())
+        return int((self.tgt_out != self.tgt_pad_id).sum())
 
 
-def pad(sequences: list[list[int]]) -> Tensor:
-    """Right-pad lists of ids with PAD_ID into a (len(sequences), longest) tensor."""
+def pad(sequences: list[list[int]], pad_id: int) -> Tensor:
+    """Right-pad lists of ids with pad_id into a (len(sequences), longest) tensor."""
     longest = max(len(s) for s in sequences)
-    return torch.tensor([s + [PAD_ID] * (longest - len(s)) for s in sequences])
+    return torch.tensor([s + [pad_id] * (longest - len(s)) for s in sequences])
 
 
 def make_batch(task: Task, sources: list[str]) -> Batch:
-    """Encode source strings and their targets into one padded Batch."""
-    src = [
-        [*task.encode(s), EOS_ID] for s in sources
-    ]  # </s> marks where the source ends
-    tgt = [[TOKEN_ID[sym] for sym in task.target(s).split()] for s in sources]
+    """Encode source texts and their targets with the task's tokenizers: a Batch."""
+    source, target = task.src_tokenizer, task.tgt_tokenizer
+    # </s> marks where the source ends
+    src = [[*source.encode(s), source.eos_id] for s in sources]
+    tgt = [target.encode(task.target(s)) for s in sources]
     return Batch(
-        src=pad(src),
-        tgt_in=pad([[BOS_ID, *t] for t in tgt]),
-        tgt_out=pad([[*t, EOS_ID] for t in tgt]),
+        src=pad(src, source.pad_id),
+        tgt_in=pad([[target.bos_id, *t] for t in tgt], target.pad_id),
+        tgt_out=pad([[*t, target.eos_id] for t in tgt], target.pad_id),
+        src_pad_id=source.pad_id,
+        tgt_pad_id=target.pad_id,
     )

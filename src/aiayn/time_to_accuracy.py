@@ -21,8 +21,9 @@ import time
 
 import torch
 
+from aiayn.evaluation import evaluate
 from aiayn.tasks import TASKS, held_out_sources
-from aiayn.training import TrainConfig, evaluate, new_run, train_step
+from aiayn.training import TrainConfig, new_run, train_step
 
 TARGETS = (0.99, 0.999)
 TUTORIAL_SEQUENCES = 100_000 * 32  # the seed tutorial: 100,000 steps at batch 32
@@ -110,7 +111,7 @@ def benchmark_cli() -> None:
     parser.add_argument(
         "--every", type=int, default=250, help="steps between evaluations"
     )
-    parser.add_argument("--n", type=int, default=10_000, help="length-10 test sources")
+    parser.add_argument("--n", type=int, default=10_000, help="test sources")
     parser.add_argument("--steps", type=int, default=TrainConfig.steps, help="at most")
     parser.add_argument(
         "--threads", type=int, default=os.cpu_count(), help="torch threads"

@@ -1,4 +1,5 @@
-"""Training (§5): the schedule, label smoothing, the loop, evaluation, checkpoints."""
+"""Training (§5): a run's configuration and state, the training step and loop,
+checkpoints."""
 
 import contextlib
 import copy
@@ -15,51 +16,36 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from aiayn.decoding import beam_search, greedy_decode
+from aiayn.evaluation import evaluate
+from aiayn.loss import label_smoothed_loss
 from aiayn.masks import padding_mask, target_mask
 from aiayn.model import Transformer, TransformerConfig
-from aiayn.tasks import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    Task,
-    get_task,
-    held_out_sources,
-    make_batch,
-)
+from aiayn.schedule import learning_rate
+from aiayn.tasks import Task, get_task, held_out_sources, make_batch
 
 
-def learning_rate(
-    step: int, d_model: int, warmup_steps: int, factor: float = 1.0
-) -> float:
-    """Eq. (3): factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
+def toy_model_config(task: Task | str, **shape) -> TransformerConfig:
+    """The book's small Transformer for ``task``; ``shape`` changes any field.
 
-    Defined for step >= 1. It rises linearly for ``warmup_steps`` steps, peaks at
-    step = warmup_steps, then decays as the inverse square root of the step.
+    d_model 64, h 4, N 3 in the encoder and in the decoder, d_ff 256, no dropout. The
+    vocabulary sizes are the task's; the positional table covers twice the task's
+    longest sequence, so that longer sources can be tried.
     """
-    step = max(step, 1)
-    return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
-
-
-def label_smoothed_loss(
-    logits: Tensor, target: Tensor, smoothing: float, pad_id: int
-) -> Tensor:
-    """Cross-entropy against a smoothed target, averaged over the non-padding tokens.
-
-    logits (..., V), target (...) ids. The target distribution gives 1 - smoothing to
-    the right token and spreads ``smoothing`` uniformly over the V - 1 tokens other
-    than padding (padding is never a right answer). Computed from log_softmax, so it
-    never takes log(0); positions whose target is padding contribute nothing.
-    """
-    log_probs = logits.log_softmax(dim=-1).flatten(0, -2)  # (N, V)
-    target = target.flatten()  # (N,)
-    real = target != pad_id
-    log_probs, target = log_probs[real], target[real]  # drop padding positions
-    vocab = log_probs.size(-1)
-    smoothed = torch.full_like(log_probs, smoothing / (vocab - 1))  # (N, V)
-    smoothed[:, pad_id] = 0.0
-    smoothed.scatter_(1, target[:, None], 1.0 - smoothing + smoothing / (vocab - 1))
-    return -(smoothed * log_probs).sum(dim=-1).mean()
+    task = get_task(task) if isinstance(task, str) else task
+    defaults = dict(
+        d_model=64,
+        nhead=4,
+        num_encoder_layers=3,
+        num_decoder_layers=3,
+        dim_feedforward=256,
+        dropout=0.0,
+        max_positions=2 * task.longest_sequence,
+    )
+    return TransformerConfig(
+        src_vocab=len(task.src_tokenizer),
+        tgt_vocab=len(task.tgt_tokenizer),
+        **(defaults | shape),
+    )
 
 
 @dataclass
@@ -67,13 +53,10 @@ class TrainConfig:
     """Everything a training run depends on; saved in every checkpoint."""
 
     task: str = "reverse-repeats"
-    d_model: int = 64
-    nhead: int = 4
-    num_layers: int = 3  # in the encoder and in the decoder
-    dim_feedforward: int = 256
-    dropout: float = 0.0
+    # the model to train; None: toy_model_config(task)
+    model: TransformerConfig | None = None
     batch_size: int = 256
-    # a training source of L digits has probability ∝ L**length_power
+    # a training source of L tokens has probability ∝ L**length_power
     length_power: float = 2.0
     steps: int = 8000
     warmup_steps: int = 300
@@ -91,19 +74,17 @@ class TrainConfig:
         default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu"
     )
 
-    def model_config(self) -> TransformerConfig:
+    def __post_init__(self):
         task = get_task(self.task)
-        return TransformerConfig(
-            src_vocab=task.vocab_size,
-            tgt_vocab=task.vocab_size,
-            d_model=self.d_model,
-            nhead=self.nhead,
-            num_encoder_layers=self.num_layers,
-            num_decoder_layers=self.num_layers,
-            dim_feedforward=self.dim_feedforward,
-            dropout=self.dropout,
-            max_positions=2 * task.max_len + 2,
-        )
+        if self.model is None:
+            self.model = toy_model_config(task)
+        sizes = len(task.src_tokenizer), len(task.tgt_tokenizer)
+        if (self.model.src_vocab, self.model.tgt_vocab) != sizes:
+            raise ValueError(
+                f"model src_vocab={self.model.src_vocab}, tgt_vocab="
+                f"{self.model.tgt_vocab}, but task {self.task} has {sizes[0]} source "
+                f"and {sizes[1]} target tokens"
+            )
 
 
 @dataclass
@@ -159,7 +140,7 @@ class TrainState:
 def new_run(config: TrainConfig) -> TrainState:
     """A fresh model, optimizer (Adam, the paper's betas and epsilon), data stream."""
     torch.manual_seed(config.seed)
-    model = Transformer(config.model_config()).to(config.device)
+    model = Transformer(config.model).to(config.device)
     optimizer = torch.optim.Adam(
         model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9
     )
@@ -172,12 +153,12 @@ def training_sources(
 ) -> list[str]:
     """n random sources whose lengths L are drawn with probability ∝ L**length_power.
 
-    0 gives every length the same chance; 1 gives a source of 10 digits ten times the
-    chance of a source of 1, so that long sources, where a digit can occur many times,
-    are common.
+    Lengths range over ``task.source_lengths``. 0 gives every length the same chance;
+    1 gives a source of 10 tokens ten times the chance of a source of 1, so that long
+    sources, where a digit can occur many times, are common.
     The sources come grouped by length; a batch does not depend on its order.
     """
-    lengths = torch.arange(task.min_len, task.max_len + 1)
+    lengths = torch.tensor(task.source_lengths)
     weights = lengths.double() ** length_power
     drawn = lengths[
         torch.multinomial(weights, n, replacement=True, generator=generator)
@@ -201,7 +182,7 @@ def train_step(state: TrainState) -> dict:
     batch = batch.to(config.device)
     state.step += 1
     rate = learning_rate(
-        state.step, config.d_model, config.warmup_steps, config.lr_factor
+        state.step, config.model.d_model, config.warmup_steps, config.lr_factor
     )
     for group in state.optimizer.param_groups:
         group["lr"] = rate
@@ -209,83 +190,23 @@ def train_step(state: TrainState) -> dict:
     logits = model(
         batch.src,
         batch.tgt_in,
-        padding_mask(batch.src, PAD_ID),
-        target_mask(batch.tgt_in, PAD_ID),
+        padding_mask(batch.src, batch.src_pad_id),
+        target_mask(batch.tgt_in, batch.tgt_pad_id),
     )  # (B, T, V)
-    loss = label_smoothed_loss(logits, batch.tgt_out, config.label_smoothing, PAD_ID)
+    loss = label_smoothed_loss(
+        logits, batch.tgt_out, config.label_smoothing, batch.tgt_pad_id
+    )
     state.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
     state.optimizer.step()
-    real = batch.tgt_out != PAD_ID
+    real = batch.tgt_out != batch.tgt_pad_id
     correct = (logits.argmax(dim=-1) == batch.tgt_out) & real
     return {
         "step": state.step,
         "loss": loss.item(),
         "train_token_accuracy": correct.sum().item() / real.sum().item(),
         "lr": rate,
-    }
-
-
-@torch.no_grad()
-def predict(
-    model: Transformer,
-    task: Task,
-    sources: list[str],
-    batch_size: int = 1000,
-    *,
-    beam_size: int = 1,
-    alpha: float = 0.6,
-) -> list[str]:
-    """Predictions for source strings, as strings: greedy, or with ``beam_size`` > 1
-    beam search with length penalty ``alpha``."""
-    model.eval()
-    device = next(model.parameters()).device
-    predictions = []
-    for start in range(0, len(sources), batch_size):
-        batch = make_batch(task, sources[start : start + batch_size]).to(device)
-        max_len = batch.tgt_out.size(1)  # target length + end token
-        if beam_size == 1:
-            output = greedy_decode(
-                model, batch.src, PAD_ID, BOS_ID, EOS_ID, max_len=max_len + 1
-            )
-        else:
-            output = beam_search(
-                model,
-                batch.src,
-                PAD_ID,
-                BOS_ID,
-                EOS_ID,
-                max_len + 1,
-                beam_size=beam_size,
-                alpha=alpha,
-            )
-        predictions += [task.decode(row) for row in output.tolist()]
-    return predictions
-
-
-@torch.no_grad()
-def evaluate(model: Transformer, task: Task, sources: list[str]) -> dict[str, float]:
-    """Exact match and token accuracy of greedy decoding on ``sources``.
-
-    Pass held-out sources: ``held_out_sources(task, "validation", n)`` for every
-    decision (when to stop, which settings are best), ``"test"`` only for the number a
-    run reports.
-    """
-    if not sources:
-        raise ValueError("evaluate needs at least one source")
-    predictions = predict(model, task, sources)
-    exact = right_tokens = total_tokens = 0
-    for source, predicted in zip(sources, predictions, strict=True):
-        expected = task.target(source).split()
-        got = predicted.split()
-        exact += got == expected
-        # the two may differ in length
-        right_tokens += sum(e == g for e, g in zip(expected, got, strict=False))
-        total_tokens += len(expected)
-    return {
-        "exact_match": exact / len(sources),
-        "token_accuracy": right_tokens / total_tokens,
     }
 
 
@@ -375,8 +296,7 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     contents = {
-        "config": asdict(state.config),
-        "model_config": asdict(state.model.config),
+        "config": asdict(state.config),  # the model's TransformerConfig included
         "model": state.model.state_dict(),
         "optimizer": state.optimizer.state_dict(),
         "step": state.step,
@@ -403,7 +323,8 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
     """Rebuild a run from a checkpoint: to resume training, or to predict with it."""
     # tensors and plain data only: a checkpoint cannot run code when it is loaded
     saved = torch.load(path, map_location="cpu", weights_only=True)
-    config = TrainConfig(**saved["config"])
+    fields = saved["config"]  # the TransformerConfig in it is a dict: rebuild it
+    config = TrainConfig(**fields | {"model": TransformerConfig(**fields["model"])})
     if device is not None:
         config.device = device
     elif config.device == "cuda" and not torch.cuda.is_available():
@@ -420,18 +341,3 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
     torch.set_rng_state(saved["torch_rng"])
     state.data_rng.set_state(saved["data_rng"])
     return state
-
-
-def load_or_train(
-    config: TrainConfig, path: str | Path, progress: bool = True
-) -> TrainState:
-    """The run of ``config`` checkpointed at ``path``.
-
-    Reused if finished, resumed if not, trained from scratch if the file is missing or
-    holds another configuration.
-    """
-    path = Path(path)
-    state = load_checkpoint(path) if path.is_file() else None
-    if state is None or state.config != config:
-        state = new_run(config)
-    return train(state, checkpoint=path, progress=progress)

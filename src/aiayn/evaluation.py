@@ -1,0 +1,66 @@
+"""Evaluation: greedy predictions as text, exact match and token accuracy."""
+
+import torch
+
+from aiayn.decoding import beam_search, greedy_decode
+from aiayn.model import Transformer
+from aiayn.tasks import Task, make_batch
+
+
+@torch.no_grad()
+def predict(
+    model: Transformer,
+    task: Task,
+    sources: list[str],
+    batch_size: int = 1000,
+    *,
+    beam_size: int = 1,
+    alpha: float = 0.6,
+) -> list[str]:
+    """Predictions for source texts, as target texts: greedy, or with ``beam_size`` > 1
+    beam search with length penalty ``alpha``.
+
+    Each batch decodes at most one token more than its longest target and end token.
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    target = task.tgt_tokenizer
+    predictions = []
+    for start in range(0, len(sources), batch_size):
+        batch = make_batch(task, sources[start : start + batch_size]).to(device)
+        max_len = batch.tgt_out.size(1) + 1  # target length + end token, + 1
+        ids = (batch.src_pad_id, target.bos_id, target.eos_id)
+        if beam_size == 1:
+            output = greedy_decode(model, batch.src, *ids, max_len)
+        else:
+            output = beam_search(
+                model, batch.src, *ids, max_len, beam_size=beam_size, alpha=alpha
+            )
+        predictions += [target.decode(row) for row in output.tolist()]
+    return predictions
+
+
+@torch.no_grad()
+def evaluate(model: Transformer, task: Task, sources: list[str]) -> dict[str, float]:
+    """Exact match and token accuracy of greedy decoding on ``sources``.
+
+    Pass held-out sources: ``held_out_sources(task, "validation", n)`` for every
+    decision (when to stop, which settings are best), ``"test"`` only for the number a
+    run reports. Tokens are the target tokenizer's.
+    """
+    if not sources:
+        raise ValueError("evaluate needs at least one source")
+    predictions = predict(model, task, sources)
+    split = task.tgt_tokenizer.split
+    exact = right_tokens = total_tokens = 0
+    for source, predicted in zip(sources, predictions, strict=True):
+        expected = split(task.target(source))
+        got = split(predicted)
+        exact += got == expected
+        # the two may differ in length
+        right_tokens += sum(e == g for e, g in zip(expected, got, strict=False))
+        total_tokens += len(expected)
+    return {
+        "exact_match": exact / len(sources),
+        "token_accuracy": right_tokens / total_tokens,
+    }
