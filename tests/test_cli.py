@@ -137,6 +137,17 @@ def test_evaluate_prints_exact_match_and_token_accuracy(checkpoint):
         "evaluate", "--checkpoint", checkpoint, "--split", "validation", "--n", 30
     )
     assert "30 of length 10, validation split" in validation.stdout
+    assert "decoding:       greedy" in validation.stdout
+
+
+def test_evaluate_with_a_beam(checkpoint):
+    options = ("evaluate", "--checkpoint", checkpoint, "--n", 40)
+    greedy, one_beam = run_main(*options), run_main(*options, "--beam", 1)
+    assert one_beam.stdout == greedy.stdout  # one beam is greedy decoding
+    beam = run_main(*options, "--beam", 4, "--alpha", 0.6)
+    assert beam.returncode == 0, beam.stderr
+    assert "decoding:       beam search, beam size 4, alpha 0.6" in beam.stdout
+    assert re.search(r"exact match:\s+[01]\.\d{4}", beam.stdout)
 
 
 def test_predict_from_arguments_and_from_standard_input(checkpoint):

@@ -144,8 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser(
         "evaluate",
         help="exact match and token accuracy of a checkpoint",
-        description="Greedy-decode held-out sources and report exact match and token "
-        "accuracy.",
+        description="Decode held-out sources (greedily, or with --beam) and report "
+        "exact match and token accuracy.",
     )
     p.add_argument("--checkpoint", required=True, type=Path)
     p.add_argument(
@@ -163,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="source length in tokens (default: the task's held-out length)",
     )
+    add_decoding_options(p)
     p.set_defaults(command=run_evaluate, prog=p.prog)
 
     p = commands.add_parser(
@@ -176,6 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "sequences", nargs="*", metavar="SEQUENCE", help='e.g. "0 1 5 9 0 3 5 2 5"'
     )
+    add_decoding_options(p)
+    p.set_defaults(command=run_predict, prog=p.prog)
+    return parser
+
+
+def add_decoding_options(p: argparse.ArgumentParser) -> None:
+    """--beam and --alpha: greedy decoding by default, beam search on request."""
     p.add_argument(
         "--beam",
         type=positive_int,
@@ -188,8 +196,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.6,
         help="length penalty of beam search (default 0.6, the paper's)",
     )
-    p.set_defaults(command=run_predict, prog=p.prog)
-    return parser
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -341,9 +347,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
             f"{task.name}"
         )
     sources = held_out_sources(task, args.split, args.n, length=args.length)
-    scores = evaluate(state.averaged_model(), task, sources)
+    decoding = {"beam_size": args.beam, "alpha": args.alpha}
+    scores = evaluate(state.averaged_model(), task, sources, **decoding)
     print(f"task:           {task.name}")
     print(f"sources:        {args.n} {held_out(task, args.length)}, {args.split} split")
+    print(f"decoding:       {decoding_name(args)}")
     print(f"exact match:    {scores['exact_match']:.4f}")
     print(f"token accuracy: {scores['token_accuracy']:.4f}")
     return 0
@@ -366,6 +374,12 @@ def run_predict(args: argparse.Namespace) -> int:
     for prediction in predict(model, task, sequences, **decoding):
         print(prediction)
     return 0
+
+
+def decoding_name(args: argparse.Namespace) -> str:
+    if args.beam == 1:
+        return "greedy"
+    return f"beam search, beam size {args.beam}, alpha {args.alpha}"
 
 
 def standard_input_lines() -> list[str]:

@@ -41,8 +41,15 @@ def predict(
 
 
 @torch.no_grad()
-def evaluate(model: Transformer, task: Task, sources: list[str]) -> dict[str, float]:
-    """Exact match and token accuracy of greedy decoding on ``sources``.
+def evaluate(
+    model: Transformer,
+    task: Task,
+    sources: list[str],
+    *,
+    beam_size: int = 1,
+    alpha: float = 0.6,
+) -> dict[str, float]:
+    """Exact match and token accuracy of decoding ``sources`` (as ``predict`` does).
 
     Pass held-out sources: ``held_out_sources(task, "validation", n)`` for every
     decision (when to stop, which settings are best), ``"test"`` only for the number a
@@ -50,7 +57,7 @@ def evaluate(model: Transformer, task: Task, sources: list[str]) -> dict[str, fl
     """
     if not sources:
         raise ValueError("evaluate needs at least one source")
-    predictions = predict(model, task, sources)
+    predictions = predict(model, task, sources, beam_size=beam_size, alpha=alpha)
     split = task.tgt_tokenizer.split
     exact = right_tokens = total_tokens = 0
     for source, predicted in zip(sources, predictions, strict=True):
