@@ -68,13 +68,12 @@ test: lint unit notebooks strict-book browser
 	@echo "make test: every check passed"
 
 # The library and tests, then the chapters' code: every chapter converted to a git-ignored
-# notebook under $(LINT) and checked cell by cell with book/ruff.toml (88 columns, pyflakes).
+# notebook under $(LINT) (by jupytext, in one process: tests/to_notebooks.py) and checked cell
+# by cell with book/ruff.toml (88 columns, pyflakes).
 lint: $(SETUP)
 	$(VENV)/bin/ruff check src tests
-	rm -rf $(LINT) && mkdir -p $(LINT)
-	for chapter in $(CHAPTERS); do \
-	  $(VENV)/bin/jupytext --quiet --to ipynb --output $(LINT)/$$(basename $${chapter%.md}).ipynb $$chapter; \
-	done
+	rm -rf $(LINT)
+	$(PY) tests/to_notebooks.py $(LINT) $(CHAPTERS)
 	test "$$(ls $(LINT)/*.ipynb | wc -l)" -eq "$(words $(CHAPTERS))"
 	$(VENV)/bin/ruff check --config book/ruff.toml $(LINT)/*.ipynb
 
@@ -85,10 +84,8 @@ unit: $(SETUP)
 # of the chapters that pass are stored in the book's execution cache (tests/nbval_book_cache.py),
 # so the strict build below renders them instead of executing every chapter a second time.
 notebooks: $(SETUP) $(BUILD)/.src-stamp models
-	rm -rf $(NBVAL) && mkdir -p $(NBVAL)
-	for chapter in $(CHAPTERS); do \
-	  $(VENV)/bin/jupytext --quiet --to ipynb --output $(NBVAL)/$$(basename $${chapter%.md}).ipynb $$chapter; \
-	done
+	rm -rf $(NBVAL)
+	$(PY) tests/to_notebooks.py $(NBVAL) $(CHAPTERS)
 	test "$$(ls $(NBVAL)/*.ipynb | wc -l)" -eq "$(words $(CHAPTERS))"
 	rm -rf $(CACHE)
 	$(PY) -m pytest --nbval-lax --nbval-current-env -p tests.notebook_durations \
