@@ -1,10 +1,10 @@
-"""Turning a trained model into output sequences: greedy decoding, batched.
+"""Turning a trained model into output sequences: greedy decoding and beam search.
 
 Every decoding strategy needs the same step: given the encoder's memory and the tokens
 produced so far, the scores of the next token. ``next_token_logits`` is that step;
-``greedy_decode`` picks the best token at each step. A beam search would call the same
-step and keep several prefixes. With a key/value cache (aiayn.cache) a step runs the
-decoder on the newest token only.
+``greedy_decode`` picks the best token at each step; ``beam_search`` (§6.1) calls the
+same step on the k best prefixes of each source. With a key/value cache (aiayn.cache)
+a step runs the decoder on the newest token only.
 """
 
 import torch
