@@ -196,7 +196,7 @@ def test_a_task_that_is_not_digits_trains_and_evaluates_end_to_end(uppercase):
     config = TrainConfig(task="uppercase", model=model, batch_size=8, device="cpu")
     state = new_run(config)
     records = [train_step(state) for _ in range(3)]
-    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in records)
+    assert all(torch.isfinite(r["loss"]) for r in records)
     sources = held_out_sources(uppercase, "test", 5)
     assert {len(s) for s in sources} == {uppercase.held_out_length}
     predictions = predict(state.model, uppercase, sources)

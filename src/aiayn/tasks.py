@@ -270,10 +270,17 @@ class Batch:
     tgt_pad_id: int
 
     def to(self, device: torch.device | str) -> "Batch":
+        """The batch on ``device``. To a GPU it goes from pinned (page-locked) memory,
+        so that the copy does not make the host wait."""
+        to_gpu = torch.device(device).type == "cuda"
+
+        def move(ids: Tensor) -> Tensor:
+            return ids.pin_memory().to(device, non_blocking=True) if to_gpu else ids
+
         return Batch(
-            self.src.to(device),
-            self.tgt_in.to(device),
-            self.tgt_out.to(device),
+            move(self.src),
+            move(self.tgt_in),
+            move(self.tgt_out),
             self.src_pad_id,
             self.tgt_pad_id,
         )

@@ -172,7 +172,10 @@ def training_sources(
 def train_step(state: TrainState) -> dict:
     """One optimizer step on a fresh batch; returns the step's loss, accuracy and rate.
 
-    Its accuracy, ``train_token_accuracy``, is the batch's under teacher forcing.
+    Its accuracy, ``train_token_accuracy``, is the batch's under teacher forcing. The
+    loss and the accuracy are 0-dimensional tensors on the model's device: reading
+    them (``read_metrics``) would make the host wait for the device, so nothing in
+    the step does.
     """
     config, model = state.config, state.model
     sources = training_sources(
@@ -204,10 +207,24 @@ def train_step(state: TrainState) -> dict:
     correct = (logits.argmax(dim=-1) == batch.tgt_out) & real
     return {
         "step": state.step,
-        "loss": loss.item(),
-        "train_token_accuracy": correct.sum().item() / real.sum().item(),
+        "loss": loss.detach(),
+        "train_token_accuracy": correct.sum() / real.sum(),
         "lr": rate,
     }
+
+
+def read_metrics(records: list[dict]) -> None:
+    """Replace the tensors in these records by Python floats, in one transfer."""
+    slots = [
+        (record, name)
+        for record in records
+        for name, value in record.items()
+        if isinstance(value, Tensor)
+    ]
+    if slots:
+        values = torch.stack([record[name] for record, name in slots]).tolist()
+        for (record, name), value in zip(slots, values, strict=True):
+            record[name] = value
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -242,6 +259,11 @@ def signals_deferred(*signal_numbers: int) -> Iterator[list[int]]:
             signal.signal(number, handler)
 
 
+# steps between two readings of the loss and accuracy (each makes the host wait for
+# the device)
+READ_EVERY = 25
+
+
 def train(
     state: TrainState,
     checkpoint: str | Path | None = None,
@@ -261,6 +283,7 @@ def train(
     bar = tqdm(
         total=config.steps, initial=state.step, disable=not progress, unit="step"
     )
+    unread = len(state.history)  # the first record that may still hold tensors
     with bar, signals_deferred(signal.SIGINT, signal.SIGTERM) as arrived:
         while not state.finished and not arrived:
             record = train_step(state)
@@ -268,17 +291,24 @@ def train(
             bar.update(1)
             if state.step % config.snapshot_every == 0:
                 state.take_snapshot()
-            if state.step % config.eval_every == 0 or state.step == config.steps:
+            evaluating = (
+                state.step % config.eval_every == 0 or state.step == config.steps
+            )
+            if evaluating or state.step % READ_EVERY == 0:
+                read_metrics(state.history[unread:])
+                unread = len(state.history)
+                bar.set_postfix(
+                    loss=f"{record['loss']:.3f}",
+                    acc=f"{record['train_token_accuracy']:.3f}",
+                    lr=f"{record['lr']:.1e}",
+                )
+            if evaluating:
                 scores = evaluate(state.averaged_model(), state.task, validation)
                 record |= {f"val_{name}": value for name, value in scores.items()}
                 state.seconds = record["seconds"] = time.perf_counter() - started
                 if checkpoint is not None:
                     save_checkpoint(state, checkpoint)
-            bar.set_postfix(
-                loss=f"{record['loss']:.3f}",
-                acc=f"{record['train_token_accuracy']:.3f}",
-                lr=f"{record['lr']:.1e}",
-            )
+        read_metrics(state.history[unread:])
         state.seconds = time.perf_counter() - started
         if checkpoint is not None:
             save_checkpoint(state, checkpoint)
