@@ -183,16 +183,27 @@ class DigitTask(Task):
             raise ValueError(f"{self.name}: tokens {unknown} are not digits 0-9")
 
     def sample(
-        self, n: int, generator: torch.Generator, length: int | None = None
+        self,
+        n: int,
+        generator: torch.Generator,
+        length: int | None = None,
+        digits: int = 10,
     ) -> list[str]:
-        """n random sources: lengths uniform in ``source_lengths`` unless given."""
+        """n random sources: lengths uniform in ``source_lengths`` unless given.
+
+        With ``digits`` < 10, each source draws its digits from a random set of that
+        many (its own set), so that the same digit recurs often.
+        """
         if length is None:
             low, high = self.source_lengths.start, self.source_lengths.stop
             lengths = torch.randint(low, high, (n,), generator=generator)
         else:
             lengths = torch.full((n,), length)
-        digits = torch.randint(0, 10, (n, int(lengths.max())), generator=generator)
-        rows = zip(digits.tolist(), lengths.tolist(), strict=True)
+        drawn = torch.randint(0, digits, (n, int(lengths.max())), generator=generator)
+        if digits < 10:  # 0, 1, ... stand for the first digits of a random order
+            orders = torch.rand(n, 10, generator=generator).argsort(dim=1)
+            drawn = orders.gather(1, drawn)
+        rows = zip(drawn.tolist(), lengths.tolist(), strict=True)
         return [" ".join(str(d) for d in row[:k]) for row, k in rows]
 
 

@@ -1,22 +1,26 @@
-"""Time to accuracy: how long default training takes to reach 99% and 99.9% exact match.
+"""Time to accuracy: how long training takes to reach 99% and 99.9% exact match.
 
     python -m aiayn.time_to_accuracy                       # reverse-repeats, seeds 0-2
     python -m aiayn.time_to_accuracy --task copy --seeds 0
+    python -m aiayn.time_to_accuracy --set length_power=2 --set num_encoder_layers=3
 
-Each seed trains ``TrainConfig``'s defaults (with that seed) and, every ``--every``
-steps, greedy-decodes the same 10,000 length-10 test sources (``held_out_sources``: no
-validation source is among them) with the model that training evaluates (the mean of
-the last weight snapshots). Only training is timed, not these evaluations. For each
-target the report gives the first evaluation that reached it, per seed and as the median
-over the seeds, and the sequences seen by then against the seed tutorial's 100,000
-steps of 32.
+Each seed trains ``TrainConfig``'s defaults (with that seed, and the fields given with
+``--set``, of the run or of its model) and, every ``--every`` steps, greedy-decodes the
+same 10,000 length-10 test sources (``held_out_sources``: no validation source is among
+them) with the model that training evaluates (the mean of the last weight snapshots).
+Only training is timed, not these evaluations. For each target the report gives the
+first evaluation that reached it, per seed and as the median over the seeds, and the
+sequences seen by then against the seed tutorial's 100,000 steps of 32.
 """
 
 import argparse
+import ast
 import dataclasses
+import json
 import math
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -57,6 +61,8 @@ def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
         train_step(state)
         if state.step % config.snapshot_every == 0:
             state.take_snapshot()
+        if config.device == "cuda":
+            torch.cuda.synchronize()  # the step only queued its work
         seconds += time.perf_counter() - started
         if state.step % every == 0:
             result = evaluate(state.averaged_model(), state.task, test_sources)
@@ -102,6 +108,33 @@ def describe(reached: Reached) -> str:
     return f"step {reached.step:.0f}, {reached.seconds:.1f} s of training"
 
 
+def configured(
+    task: str, seed: int, steps: int, device: str, changes: dict
+) -> TrainConfig:
+    """TrainConfig's defaults for the task, with ``changes`` to it or to its model."""
+    config = TrainConfig(task=task, seed=seed, steps=steps, device=device)
+    model_fields = {f.name for f in dataclasses.fields(config.model)}
+    run_fields = {f.name for f in dataclasses.fields(config)}
+    unknown = sorted(set(changes) - model_fields - run_fields)
+    if unknown:
+        raise ValueError(
+            f"no such field of TrainConfig or TransformerConfig: {unknown}"
+        )
+    model_changes = {k: v for k, v in changes.items() if k in model_fields}
+    run_changes = {k: v for k, v in changes.items() if k not in model_fields}
+    model = dataclasses.replace(config.model, **model_changes)
+    return dataclasses.replace(config, model=model, **run_changes)
+
+
+def parse_change(text: str) -> tuple[str, object]:
+    """'length_power=2' -> ('length_power', 2): a field and a Python literal."""
+    name, _, value = text.partition("=")
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not FIELD=VALUE") from None
+
+
 def benchmark_cli() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m aiayn.time_to_accuracy", description=__doc__.split("\n\n")[0]
@@ -109,18 +142,35 @@ def benchmark_cli() -> None:
     parser.add_argument("--task", default=TrainConfig.task, choices=list(TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument(
-        "--every", type=int, default=250, help="steps between evaluations"
+        "--every", type=int, default=50, help="steps between evaluations"
     )
     parser.add_argument("--n", type=int, default=10_000, help="test sources")
     parser.add_argument("--steps", type=int, default=TrainConfig.steps, help="at most")
     parser.add_argument(
+        "--set",
+        type=parse_change,
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change a field of TrainConfig or of its TransformerConfig",
+    )
+    parser.add_argument("--device", default=TrainConfig().device)
+    parser.add_argument(
         "--threads", type=int, default=os.cpu_count(), help="torch threads"
     )
+    parser.add_argument("--json", help="also write the configuration and curves here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    changes = dict(args.set)
+    try:
+        configs = {
+            seed: configured(args.task, seed, args.steps, args.device, changes)
+            for seed in args.seeds
+        }
+    except (TypeError, ValueError) as error:
+        parser.error(str(error))
     curves = {}
-    for seed in args.seeds:
-        config = TrainConfig(task=args.task, seed=seed, steps=args.steps)
+    for seed, config in configs.items():
         curves[seed] = learning_curve(config, args.every, args.n)
         last = curves[seed][-1]
         reached = ", ".join(
@@ -133,8 +183,28 @@ def benchmark_cli() -> None:
             f"({reached})",
             flush=True,
         )
-    print(f"{args.task}, {torch.get_num_threads()} threads, defaults of TrainConfig")
-    print(report(curves, TrainConfig.batch_size))
+    print(
+        f"{args.task}, {args.device}, {torch.get_num_threads()} threads, "
+        f"defaults of TrainConfig, changed: {changes or 'nothing'}"
+    )
+    batch_size = next(iter(configs.values())).batch_size
+    print(report(curves, batch_size))
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(
+                {
+                    "command": " ".join(sys.argv),
+                    "changes": changes,
+                    "device": args.device,
+                    "threads": torch.get_num_threads(),
+                    "curves": {
+                        seed: [dataclasses.astuple(point) for point in curve]
+                        for seed, curve in curves.items()
+                    },
+                },
+                file,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

@@ -21,13 +21,13 @@ from aiayn.loss import label_smoothed_loss
 from aiayn.masks import padding_mask, target_mask
 from aiayn.model import Transformer, TransformerConfig
 from aiayn.schedule import learning_rate
-from aiayn.tasks import Task, get_task, held_out_sources, make_batch
+from aiayn.tasks import DigitTask, Task, get_task, held_out_sources, make_batch
 
 
 def toy_model_config(task: Task | str, **shape) -> TransformerConfig:
     """The book's small Transformer for ``task``; ``shape`` changes any field.
 
-    d_model 64, h 4, N 3 in the encoder and in the decoder, d_ff 256, no dropout. The
+    d_model 64, h 4, N 2 in the encoder and in the decoder, d_ff 256, no dropout. The
     vocabulary sizes are the task's; the positional table covers twice the task's
     longest sequence, so that longer sources can be tried.
     """
@@ -35,8 +35,8 @@ def toy_model_config(task: Task | str, **shape) -> TransformerConfig:
     defaults = dict(
         d_model=64,
         nhead=4,
-        num_encoder_layers=3,
-        num_decoder_layers=3,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
         dim_feedforward=256,
         dropout=0.0,
         max_positions=2 * task.longest_sequence,
@@ -57,18 +57,21 @@ class TrainConfig:
     model: TransformerConfig | None = None
     batch_size: int = 256
     # a training source of L tokens has probability ∝ L**length_power
-    length_power: float = 2.0
+    length_power: float = 4.0
+    # the share of training sources drawn from a few digits (training_sources);
+    # None: 0.5 for a digit task, 0 for any other
+    few_digits_share: float | None = None
     steps: int = 8000
     warmup_steps: int = 300
-    lr_factor: float = 1.0
+    lr_factor: float = 0.5
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
     eval_every: int = 250
     eval_size: int = 1000
     target_exact_match: float | None = 0.995  # stop early once reached at an evaluation
     # evaluate and predict with the mean of the last weight snapshots
-    average_last: int = 10
-    snapshot_every: int = 50  # steps between two snapshots
+    average_last: int = 5
+    snapshot_every: int = 20  # steps between two snapshots
     seed: int = 0
     device: str = field(
         default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu"
@@ -76,6 +79,16 @@ class TrainConfig:
 
     def __post_init__(self):
         task = get_task(self.task)
+        if self.few_digits_share is None:
+            self.few_digits_share = 0.5 if isinstance(task, DigitTask) else 0.0
+        if not 0.0 <= self.few_digits_share <= 1.0:
+            raise ValueError(
+                f"few_digits_share={self.few_digits_share} is not a share in [0, 1]"
+            )
+        if self.few_digits_share > 0 and not isinstance(task, DigitTask):
+            raise ValueError(
+                f"task {self.task} has no digits: few_digits_share must be 0"
+            )
         if self.model is None:
             self.model = toy_model_config(task)
         sizes = len(task.src_tokenizer), len(task.tgt_tokenizer)
@@ -148,14 +161,24 @@ def new_run(config: TrainConfig) -> TrainState:
     return TrainState(config, model, optimizer, data_rng)
 
 
+FEW_DIGITS_MAX = 5  # a few-digit training source uses 1 to this many digits
+
+
 def training_sources(
-    task: Task, n: int, generator: torch.Generator, length_power: float
+    task: Task,
+    n: int,
+    generator: torch.Generator,
+    length_power: float,
+    few_digits_share: float = 0.0,
 ) -> list[str]:
     """n random sources whose lengths L are drawn with probability ∝ L**length_power.
 
     Lengths range over ``task.source_lengths``. 0 gives every length the same chance;
     1 gives a source of 10 tokens ten times the chance of a source of 1, so that long
-    sources, where a digit can occur many times, are common.
+    sources, where a digit can occur many times, are common. A share
+    ``few_digits_share`` of the sources (digit tasks only) draws its digits from a
+    random set of 1 to FEW_DIGITS_MAX digits instead of all ten, so that long
+    chains of one digit are common too.
     The sources come grouped by length; a batch does not depend on its order.
     """
     lengths = torch.tensor(task.source_lengths)
@@ -163,9 +186,20 @@ def training_sources(
     drawn = lengths[
         torch.multinomial(weights, n, replacement=True, generator=generator)
     ]
+    digits = torch.full((n,), 10)
+    if few_digits_share > 0:
+        few = torch.rand(n, generator=generator) < few_digits_share
+        fewer = torch.randint(1, FEW_DIGITS_MAX + 1, (n,), generator=generator)
+        digits = torch.where(few, fewer, digits)
     sources = []
-    for length, count in zip(*drawn.unique(return_counts=True), strict=True):
-        sources += task.sample(int(count), generator, length=int(length))
+    groups = torch.stack([drawn, digits], dim=1).unique(dim=0, return_counts=True)
+    for (length, k), count in zip(*groups, strict=True):
+        if k == 10:  # all ten digits: the task's own sampling
+            sources += task.sample(int(count), generator, length=int(length))
+        else:
+            sources += task.sample(
+                int(count), generator, length=int(length), digits=int(k)
+            )
     return sources
 
 
@@ -179,7 +213,11 @@ def train_step(state: TrainState) -> dict:
     """
     config, model = state.config, state.model
     sources = training_sources(
-        state.task, config.batch_size, state.data_rng, config.length_power
+        state.task,
+        config.batch_size,
+        state.data_rng,
+        config.length_power,
+        config.few_digits_share,
     )
     batch = make_batch(state.task, sources)
     batch = batch.to(config.device)
