@@ -4,9 +4,13 @@ One pair of processes (``two_processes``, started once for the module) runs ever
 scenario and saves what it saw; the tests compare that with one process.
 """
 
+import contextlib
+import io
 import os
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from unittest import mock
 
@@ -15,6 +19,7 @@ import torch
 import torch.multiprocessing
 
 from aiayn import distributed, training
+from aiayn.__main__ import main
 from aiayn.training import (
     TrainConfig,
     TrainingInterrupted,
@@ -177,3 +182,32 @@ def test_an_interrupted_run_resumes_to_the_run_that_never_stopped(two_processes)
         assert [r["step"] for r in evaluations] == [4, 8]
         for name, tensor in weights.items():
             assert torch.equal(resumed_weights[name], tensor), name
+
+
+def test_torchrun_trains_on_two_processes_and_reports_the_global_batch(tmp_path):
+    out = tmp_path / "two.pt"
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        + ["--nproc_per_node=2", "-m", "aiayn", "train", "--task", "copy"]
+        + ["--batch-size", "4", "--steps", "3", "--eval-size", "10", "--device"]
+        + ["cpu", "--quiet", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    # rank 0 alone prints
+    assert done.stdout.count("copy: 3 steps") == 1
+    assert "2 processes (gloo), a global batch of 2 x 4 = 8 sources" in done.stdout
+    saved = torch.load(out, weights_only=True)
+    assert len(saved["processes"]) == 2
+    # one process cannot resume it: one line, exit status 2
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
+        status = main(["train", "--out", str(out), "--resume"])
+    assert status == 2
+    assert errors.getvalue().splitlines() == [
+        f"python -m aiayn train: error: {out} was trained by 2 processes, this run "
+        "has 1: resume it with torchrun --nproc_per_node=2"
+    ]

@@ -116,6 +116,22 @@ def world_size() -> int:
     return dist.get_world_size() if in_process_group() else 1
 
 
+class WorldSizeError(ValueError):
+    """A run saved by N processes, resumed by another number of them."""
+
+
+def world_size_error(path: object, saved: int) -> str:
+    """Why a run of ``saved`` processes cannot resume in this world."""
+    processes = f"{saved} process" + "es" * (saved != 1)
+    return (
+        f"{path} was trained by {processes}, this run has {world_size()}: resume it "
+        f"with torchrun --nproc_per_node={saved}"
+        if saved > 1
+        else f"{path} was trained by {processes}, this run has {world_size()}: resume "
+        "it without torchrun"
+    )
+
+
 def process_seed(seed: int) -> int:
     """The seed of this process's data (and dropout): ``seed`` itself on rank 0 (so a
     single process draws what it always drew), one of its own on every other rank."""
@@ -130,8 +146,7 @@ def data_parallel(model: nn.Module) -> DistributedDataParallel | None:
 
     Wrapping copies rank 0's weights to every process. The wrapper's forward pass
     is the model's; its backward pass all-reduces the gradients (their mean over the
-    processes) in buckets, while the rest of the backward pass runs. The model's
-    only buffer is the sinusoidal table, the same everywhere: it is not broadcast.
+    processes) in buckets, while the rest of the backward pass runs.
     """
     if not in_process_group():
         return None
@@ -139,7 +154,6 @@ def data_parallel(model: nn.Module) -> DistributedDataParallel | None:
     return DistributedDataParallel(
         model,
         device_ids=[torch.cuda.current_device()] if on_gpu else None,
-        broadcast_buffers=False,
     )
 
 

@@ -394,10 +394,8 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
     saved = torch.load(path, map_location="cpu", weights_only=True)
     processes = saved.get("processes", [saved])  # one, in older checkpoints
     if distributed.in_process_group() and len(processes) != distributed.world_size():
-        raise ValueError(
-            f"{path} was trained by {len(processes)} processes, not "
-            f"{distributed.world_size()}: resume it with as many"
-        )
+        message = distributed.world_size_error(path, len(processes))
+        raise distributed.WorldSizeError(message)
     fields = saved["config"]  # the TransformerConfig in it is a dict: rebuild it
     config = TrainConfig(**fields | {"model": TransformerConfig(**fields["model"])})
     if device is not None:
