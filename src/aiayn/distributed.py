@@ -132,12 +132,13 @@ def world_size_error(path: object, saved: int) -> str:
     )
 
 
-def process_seed(seed: int) -> int:
-    """The seed of this process's data (and dropout): ``seed`` itself on rank 0 (so a
-    single process draws what it always drew), one of its own on every other rank."""
-    if rank() == 0:
+def process_seed(seed: int, rank: int) -> int:
+    """The seed of the data (and dropout) of the process of this ``rank``: ``seed``
+    itself on rank 0, so that a single process draws what it always drew, and one of
+    its own on every other rank."""
+    if rank == 0:
         return seed
-    return zlib.crc32(f"seed {seed} rank {rank()}".encode())
+    return zlib.crc32(f"seed {seed} rank {rank}".encode())
 
 
 def data_parallel(model: nn.Module) -> DistributedDataParallel | None:

@@ -152,8 +152,8 @@ def new_run(config: TrainConfig) -> TrainState:
     optimizer = torch.optim.Adam(
         model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9
     )
-    seed = distributed.process_seed(config.seed)  # config.seed in a single process
-    if seed != config.seed:
+    seed = distributed.process_seed(config.seed, distributed.rank())
+    if seed != config.seed:  # another process: its own dropout masks too
         torch.manual_seed(seed)
     data_rng = torch.Generator().manual_seed(seed)
     return TrainState(
