@@ -59,7 +59,9 @@ def next_sources(state: training.TrainState) -> list[str]:
     generator = torch.Generator()
     generator.set_state(state.data_rng.get_state())
     config = state.config
-    return training_sources(state.task, config.batch_size, generator, 2.0)
+    return training_sources(
+        state.task, config.batch_size, generator, config.length_power
+    )
 
 
 def gradients(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -211,3 +213,32 @@ def test_torchrun_trains_on_two_processes_and_reports_the_global_batch(tmp_path)
         f"python -m aiayn train: error: {out} was trained by 2 processes, this run "
         "has 1: resume it with torchrun --nproc_per_node=2"
     ]
+
+
+def test_the_world_comes_from_torchruns_environment():
+    assert distributed.world_from_environment({}) == distributed.World(0, 1, 0)
+    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}
+    assert distributed.world_from_environment(env) == distributed.World(3, 4, 1)
+    with pytest.raises(ValueError, match="RANK=4 is outside WORLD_SIZE=4"):
+        distributed.world_from_environment(env | {"RANK": "4"})
+    with pytest.raises(ValueError, match="WORLD_SIZE='two' is not a whole number"):
+        distributed.world_from_environment({"WORLD_SIZE": "two"})
+
+
+def test_gloo_on_the_cpu_nccl_on_a_gpu_and_one_seed_per_process():
+    assert distributed.backend_for("cpu") == "gloo"
+    assert distributed.backend_for("cuda") == "cpu:gloo,cuda:nccl"
+    assert distributed.process_seed(7, 0) == 7  # one process draws what it always drew
+    seeds = {distributed.process_seed(7, rank) for rank in range(8)}
+    assert len(seeds) == 8
+
+
+def test_outside_a_process_group_nothing_changes():
+    assert not distributed.in_process_group()
+    assert (distributed.rank(), distributed.world_size()) == (0, 1)
+    state = new_run(TrainConfig(**RUN))
+    assert state.data_parallel is None and state.world_size == 1
+    assert distributed.agreed_signal([]) == 0
+    assert distributed.agreed_signal([signal.SIGINT]) == signal.SIGINT
+    assert distributed.on_rank_0(lambda: 42) == 42
+    assert distributed.gathered("x") == ["x"]
