@@ -35,7 +35,10 @@ from aiayn.training import (
 SHAPE = dict(
     d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32
 )
-TINY = dict(model=toy_model_config("copy", **SHAPE), task="copy", eval_size=20)
+# on the CPU, also where there is a GPU: two processes share no GPU
+TINY = dict(
+    model=toy_model_config("copy", **SHAPE), task="copy", eval_size=20, device="cpu"
+)
 PER_PROCESS = 4  # sources per process and step: a global batch of 8
 RUN = dict(
     TINY,
