@@ -14,6 +14,13 @@ Ctrl-C (SIGINT) or SIGTERM stops `train` after the step in progress and saves th
 exit status 130 or 143 (128 + the signal's number, as a shell reports a program killed
 by it). The same command with --resume continues it, bit for bit as if it had never
 stopped.
+
+Under torchrun, `train` runs on N processes (aiayn.distributed), each on --batch-size
+sources: a global batch of N x --batch-size per step.
+
+    torchrun --nproc_per_node=2 -m aiayn train --device cpu --out runs/two.pt
+
+Rank 0 alone prints and writes; --resume needs the same N.
 """
 
 import argparse
@@ -30,6 +37,7 @@ from typing import IO, NoReturn
 
 import torch
 
+from aiayn import distributed
 from aiayn.evaluation import evaluate, predict
 from aiayn.tasks import HELD_OUT_SEEDS, TASKS, Task, get_task, held_out_sources
 from aiayn.training import (
@@ -53,7 +61,7 @@ class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (no usage block), exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {message}\n" if is_rank_0() else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.command(args)
     except UsageError as error:
-        print(f"{args.prog}: error: {error}", file=sys.stderr)
+        if is_rank_0():  # under torchrun, every process found the same error
+            print(f"{args.prog}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # before training started: nothing to save
         print("\ninterrupted", file=sys.stderr)
@@ -198,22 +207,83 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def is_rank_0() -> bool:
+    """Whether this process prints: the only one, or rank 0 of torchrun's."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def run_train(args: argparse.Namespace) -> int:
     check_train_options(args)
+    device = args.device or TrainConfig().device
+    check_processes(device)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    with output_locked(args.out):
+    with distributed.process_group(device), locked_by_rank_0(args.out):
         state = resumed_run(args) if args.resume else fresh_run(args)
+        if state.world_size > 1 and is_rank_0():
+            print(f"training on {global_batch(state)}", file=sys.stderr)
         try:
             train(state, checkpoint=args.out, progress=not args.quiet)
         except TrainingInterrupted as stop:
-            print(
-                f"\ninterrupted by {stop} after step {state.step}: saved {args.out}; "
-                "to continue, run the same command with --resume",
-                file=sys.stderr,
-            )
+            if is_rank_0():
+                print(
+                    f"\ninterrupted by {stop} after step {state.step}: saved "
+                    f"{args.out}; to continue, run the same command with --resume",
+                    file=sys.stderr,
+                )
             return 128 + stop.signal_number
-    print(summary(state, args.out))
+    if is_rank_0():
+        print(summary(state, args.out))
     return 0
+
+
+def check_processes(device: str) -> None:
+    """Under torchrun: refuse what would fail later, in every process alike."""
+    try:
+        world = distributed.world_from_environment()
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if not distributed.launched_by_torchrun():
+        return
+    kind = torch.device(device)
+    if kind.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device {device}: torchrun trains on cpu or cuda")
+    if kind.type == "cuda" and kind.index is not None:
+        raise UsageError(
+            f"--device {device}: under torchrun each process uses the GPU of its "
+            "LOCAL_RANK; give --device cuda"
+        )
+    here = int(os.environ.get("LOCAL_WORLD_SIZE", world.size))  # on this machine
+    if kind.type == "cuda" and here > torch.cuda.device_count():
+        raise UsageError(
+            f"{here} processes on this machine but {torch.cuda.device_count()} GPUs: "
+            "NCCL needs a GPU per process; use fewer processes or --device cpu"
+        )
+
+
+@contextlib.contextmanager
+def locked_by_rank_0(path: Path) -> Iterator[None]:
+    """``output_locked(path)`` in rank 0, the one that writes; every process fails
+    alike when the lock is refused. Outside torchrun, just ``output_locked``."""
+    with contextlib.ExitStack() as stack:
+
+        def lock() -> str | None:
+            try:
+                stack.enter_context(output_locked(path))
+            except UsageError as error:
+                return str(error)
+            return None
+
+        refused = distributed.on_rank_0(lock)
+        if refused:
+            raise UsageError(refused)
+        yield
+
+
+def global_batch(state: TrainState) -> str:
+    """'2 processes (gloo), a global batch of 2 x 8 = 16 sources'."""
+    n, b = state.world_size, state.config.batch_size
+    backend = distributed.backend_for(state.config.device)
+    return f"{n} processes ({backend}), a global batch of {n} x {b} = {n * b} sources"
 
 
 def check_train_options(args: argparse.Namespace) -> None:
@@ -307,6 +377,8 @@ def fresh_run(args: argparse.Namespace) -> TrainState:
 
 def resumed_run(args: argparse.Namespace) -> TrainState:
     state = open_checkpoint(args.out)
+    if state.world_size != distributed.world_size():  # in a process group: see there
+        raise UsageError(distributed.world_size_error(args.out, state.world_size))
     for name in KEPT_ON_RESUME:
         given, saved = getattr(args, name), getattr(state.config, name)
         if given is not None and given != saved:
@@ -321,13 +393,16 @@ def resumed_run(args: argparse.Namespace) -> TrainState:
     for name in CHANGED_ON_RESUME:
         if getattr(args, name) is not None:
             setattr(state.config, name, getattr(args, name))
-    print(f"resuming {args.out} at step {state.step}", file=sys.stderr)
+    if is_rank_0():
+        print(f"resuming {args.out} at step {state.step}", file=sys.stderr)
     return state
 
 
 def summary(state: TrainState, out: Path) -> str:
     """The last line of a run: its length, time, last validation score and file."""
     line = f"{state.config.task}: {state.step} steps in {state.seconds:.1f} s"
+    if state.world_size > 1:
+        line += f" on {global_batch(state)}"
     evaluations = [r for r in state.history if "val_exact_match" in r]
     if evaluations:
         line += (
@@ -424,6 +499,8 @@ def open_checkpoint(path: Path) -> TrainState:
             warnings.simplefilter("ignore")  # the error below says all there is to say
             state = load_checkpoint(path)
             state.averaged_model()  # a snapshot that does not fit the model fails here
+    except distributed.WorldSizeError as error:
+        raise UsageError(str(error)) from None
     except (
         Exception
     ) as error:  # a truncated or foreign file fails in many different ways

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from aiayn import distributed
 from aiayn.evaluation import evaluate
 from aiayn.loss import label_smoothed_loss
 from aiayn.masks import padding_mask, target_mask
@@ -113,6 +114,9 @@ class TrainState:
     seconds: float = 0.0
     # the last weights kept, for averaging
     snapshots: list[dict[str, Tensor]] = field(default_factory=list)
+    # under torchrun, the model wrapped to average the processes' gradients
+    data_parallel: nn.Module | None = None
+    world_size: int = 1  # the processes that train it, each on batch_size sources
 
     @property
     def task(self) -> Task:
@@ -151,14 +155,28 @@ class TrainState:
 
 
 def new_run(config: TrainConfig) -> TrainState:
-    """A fresh model, optimizer (Adam, the paper's betas and epsilon), data stream."""
+    """A fresh model, optimizer (Adam, the paper's betas and epsilon), data stream.
+
+    Under torchrun (``aiayn.distributed``) every process builds the same model, and
+    draws its data, and its dropout masks, from a seed of its own.
+    """
     torch.manual_seed(config.seed)
     model = Transformer(config.model).to(config.device)
     optimizer = torch.optim.Adam(
         model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9
     )
-    data_rng = torch.Generator().manual_seed(config.seed)
-    return TrainState(config, model, optimizer, data_rng)
+    seed = distributed.process_seed(config.seed, distributed.rank())
+    if seed != config.seed:  # another process: its own dropout masks too
+        torch.manual_seed(seed)
+    data_rng = torch.Generator().manual_seed(seed)
+    return TrainState(
+        config,
+        model,
+        optimizer,
+        data_rng,
+        data_parallel=distributed.data_parallel(model),
+        world_size=distributed.world_size(),
+    )
 
 
 FEW_DIGITS_MAX = 5  # a few-digit training source uses 1 to this many digits
@@ -203,22 +221,25 @@ def training_sources(
     return sources
 
 
-def train_step(state: TrainState) -> dict:
+def train_step(state: TrainState, sources: list[str] | None = None) -> dict:
     """One optimizer step on a fresh batch; returns the step's loss, accuracy and rate.
 
-    Its accuracy, ``train_token_accuracy``, is the batch's under teacher forcing. The
+    The batch holds ``sources``, or by default ``config.batch_size`` new ones. Its
+    accuracy, ``train_token_accuracy``, is the batch's under teacher forcing. The
     loss and the accuracy are 0-dimensional tensors on the model's device: reading
     them (``read_metrics``) would make the host wait for the device, so nothing in
-    the step does.
+    the step does. Under torchrun they are those of the global batch, the union of
+    the processes' batches (``distributed.global_batch_loss``).
     """
     config, model = state.config, state.model
-    sources = training_sources(
-        state.task,
-        config.batch_size,
-        state.data_rng,
-        config.length_power,
-        config.few_digits_share,
-    )
+    if sources is None:
+        sources = training_sources(
+            state.task,
+            config.batch_size,
+            state.data_rng,
+            config.length_power,
+            config.few_digits_share,
+        )
     batch = make_batch(state.task, sources)
     batch = batch.to(config.device)
     state.step += 1
@@ -227,8 +248,9 @@ def train_step(state: TrainState) -> dict:
     )
     for group in state.optimizer.param_groups:
         group["lr"] = rate
-    model.train()
-    logits = model(
+    trained = state.data_parallel or model  # the same forward pass
+    trained.train()
+    logits = trained(
         batch.src,
         batch.tgt_in,
         padding_mask(batch.src, batch.src_pad_id),
@@ -237,18 +259,19 @@ def train_step(state: TrainState) -> dict:
     loss = label_smoothed_loss(
         logits, batch.tgt_out, config.label_smoothing, batch.tgt_pad_id
     )
+    real = batch.tgt_out != batch.tgt_pad_id
+    correct = (logits.argmax(dim=-1) == batch.tgt_out) & real
+    metrics = {
+        "loss": loss.detach(),
+        "train_token_accuracy": correct.sum() / real.sum(),
+    }
+    if state.data_parallel is not None:
+        loss, metrics = distributed.global_batch_loss(loss, correct, real)
     state.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
     state.optimizer.step()
-    real = batch.tgt_out != batch.tgt_pad_id
-    correct = (logits.argmax(dim=-1) == batch.tgt_out) & real
-    return {
-        "step": state.step,
-        "loss": loss.detach(),
-        "train_token_accuracy": correct.sum() / real.sum(),
-        "lr": rate,
-    }
+    return {"step": state.step, **metrics, "lr": rate}
 
 
 def read_metrics(records: list[dict]) -> None:
@@ -313,17 +336,17 @@ def train(
     given, is written after every evaluation and at the end. Ctrl-C (SIGINT) or SIGTERM
     ends the run after the step in progress: the checkpoint is saved between two whole
     steps, so resuming it gives the run that never stopped; then TrainingInterrupted is
-    raised.
+    raised. Under torchrun, rank 0 shows the bar, evaluates and saves, and every
+    process stops after the same step (``distributed.agreed_signal``).
     """
     config = state.config
     validation = held_out_sources(state.task, "validation", config.eval_size)
     started = time.perf_counter() - state.seconds
-    bar = tqdm(
-        total=config.steps, initial=state.step, disable=not progress, unit="step"
-    )
+    shown = progress and distributed.rank() == 0
+    bar = tqdm(total=config.steps, initial=state.step, disable=not shown, unit="step")
     unread = len(state.history)  # the first record that may still hold tensors
     with bar, signals_deferred(signal.SIGINT, signal.SIGTERM) as arrived:
-        while not state.finished and not arrived:
+        while not state.finished and not distributed.agreed_signal(arrived):
             record = train_step(state)
             state.history.append(record)
             bar.update(1)
@@ -340,8 +363,10 @@ def train(
                     acc=f"{record['train_token_accuracy']:.3f}",
                     lr=f"{record['lr']:.1e}",
                 )
-            if evaluating:
-                scores = evaluate(state.averaged_model(), state.task, validation)
+            if evaluating:  # on rank 0; every process gets the scores
+                scores = distributed.on_rank_0(
+                    lambda: evaluate(state.averaged_model(), state.task, validation)
+                )
                 record |= {f"val_{name}": value for name, value in scores.items()}
                 state.seconds = record["seconds"] = time.perf_counter() - started
                 if checkpoint is not None:
@@ -350,8 +375,9 @@ def train(
         state.seconds = time.perf_counter() - started
         if checkpoint is not None:
             save_checkpoint(state, checkpoint)
-    if arrived:
-        raise TrainingInterrupted(arrived[0])
+    stop = distributed.agreed_signal(arrived)
+    if stop:
+        raise TrainingInterrupted(stop)
     return state
 
 
@@ -360,7 +386,16 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
 
     It is written to a temporary file of its own beside ``path``, then renamed: ``path``
     is always a whole checkpoint, the old or the new one, whoever else writes beside it.
+    Under torchrun every process calls it: rank 0 writes, with the random state of
+    every process, so that each resumes its own data stream.
     """
+    random_state = {
+        "torch_rng": torch.get_rng_state(),
+        "data_rng": state.data_rng.get_state(),
+    }
+    processes = distributed.gathered(random_state)  # [random_state] in one process
+    if distributed.rank() > 0:
+        return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     contents = {
@@ -371,8 +406,8 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
         "history": state.history,
         "seconds": state.seconds,
         "snapshots": state.snapshots,
-        "torch_rng": torch.get_rng_state(),
-        "data_rng": state.data_rng.get_state(),
+        **random_state,  # rank 0's
+        "processes": processes,  # each rank's, by rank
     }
     descriptor, temporary = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
@@ -388,9 +423,17 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
 
 
 def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
-    """Rebuild a run from a checkpoint: to resume training, or to predict with it."""
+    """Rebuild a run from a checkpoint: to resume training, or to predict with it.
+
+    Under torchrun, each process takes its own random state, and the processes must
+    be as many as those that saved it (a ValueError otherwise).
+    """
     # tensors and plain data only: a checkpoint cannot run code when it is loaded
     saved = torch.load(path, map_location="cpu", weights_only=True)
+    processes = saved.get("processes", [saved])  # one, in older checkpoints
+    if distributed.in_process_group() and len(processes) != distributed.world_size():
+        message = distributed.world_size_error(path, len(processes))
+        raise distributed.WorldSizeError(message)
     fields = saved["config"]  # the TransformerConfig in it is a dict: rebuild it
     config = TrainConfig(**fields | {"model": TransformerConfig(**fields["model"])})
     if device is not None:
@@ -406,6 +449,8 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
         saved["seconds"],
     )
     state.snapshots = saved["snapshots"]
-    torch.set_rng_state(saved["torch_rng"])
-    state.data_rng.set_state(saved["data_rng"])
+    state.world_size = len(processes)
+    random_state = processes[distributed.rank()]
+    torch.set_rng_state(random_state["torch_rng"])
+    state.data_rng.set_state(random_state["data_rng"])
     return state
