@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from aiayn.attention import MultiHeadAttention
 from aiayn.cache import DecoderCache, LayerCache
 from aiayn.feed_forward import PositionwiseFeedForward
+from aiayn.packing import Packing
 
 # attention weights by kind ("encoder_self", "decoder_self", "cross"), one per layer
 AttentionMaps = dict[str, list[Tensor]]
@@ -72,13 +73,22 @@ def attend_and_record(
     return out
 
 
+def on_positions(
+    attention: Callable[[Tensor], Tensor], packing: Packing | None
+) -> Callable[[Tensor], Tensor]:
+    """``attention`` itself; with a packing, the same on packed (N, d_model) input."""
+    return attention if packing is None else packing.around(attention)
+
+
 class EncoderLayer(nn.Module):
     """Self-attention, then the feed-forward network, each in a ResidualSublayer.
 
     forward(x (B, S, d_model), mask broadcastable to (B, S, S)) -> (B, S, d_model)
 
     Given a dict ``maps``, the self-attention weights (B, h, S, S) are appended to
-    ``maps["encoder_self"]`` (Transformer.attention_maps).
+    ``maps["encoder_self"]`` (Transformer.attention_maps). Given a ``packing``
+    (aiayn.packing), x holds only the real positions (N, d_model), and so does the
+    output: attention alone sees them padded.
     """
 
     def __init__(
@@ -98,9 +108,15 @@ class EncoderLayer(nn.Module):
         self.feed_forward_residual = ResidualSublayer(d_model, dropout, norm_first)
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, maps: AttentionMaps | None = None
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        maps: AttentionMaps | None = None,
+        packing: Packing | None = None,
     ) -> Tensor:
-        x = self.self_attn_residual(x, lambda y: self._self_attention(y, mask, maps))
+        x = self.self_attn_residual(
+            x, on_positions(lambda y: self._self_attention(y, mask, maps), packing)
+        )
         return self.feed_forward_residual(x, self.feed_forward)
 
     def _self_attention(
@@ -122,7 +138,9 @@ class DecoderLayer(nn.Module):
     cache and appends the new ones; encoder-decoder attention reads the memory's keys
     and values from the cache instead of projecting ``memory`` again; tgt_mask then
     broadcasts to (B, T, t + T), over the t cached and T new positions. Given a dict
-    ``maps``, the weights are appended to maps["decoder_self"] and maps["cross"].
+    ``maps``, the weights are appended to maps["decoder_self"] and maps["cross"]. Given
+    a ``packing`` of the target positions, x and the output are packed (N, d_model), as
+    in EncoderLayer; memory stays padded.
     """
 
     def __init__(
@@ -152,12 +170,20 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None = None,
         cache: LayerCache | None = None,
         maps: AttentionMaps | None = None,
+        packing: Packing | None = None,
     ) -> Tensor:
         x = self.self_attn_residual(
-            x, lambda y: self._self_attention(y, tgt_mask, cache, maps)
+            x,
+            on_positions(
+                lambda y: self._self_attention(y, tgt_mask, cache, maps), packing
+            ),
         )
         x = self.cross_attn_residual(
-            x, lambda y: self._cross_attention(y, memory, src_mask, cache, maps)
+            x,
+            on_positions(
+                lambda y: self._cross_attention(y, memory, src_mask, cache, maps),
+                packing,
+            ),
         )
         return self.feed_forward_residual(x, self.feed_forward)
 
@@ -228,10 +254,14 @@ class Encoder(nn.Module):
         self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, maps: AttentionMaps | None = None
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        maps: AttentionMaps | None = None,
+        packing: Packing | None = None,
     ) -> Tensor:
         for layer in self.layers:
-            x = layer(x, mask, maps)
+            x = layer(x, mask, maps, packing)
         return self.norm(x)
 
 
@@ -268,10 +298,11 @@ class Decoder(nn.Module):
         tgt_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
         maps: AttentionMaps | None = None,
+        packing: Packing | None = None,
     ) -> Tensor:
         if cache is not None and not cache.layers:  # a new cache: project memory once
             cache.layers = [layer.start_cache(memory) for layer in self.layers]
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache.layers[i]
-            x = layer(x, memory, src_mask, tgt_mask, layer_cache, maps)
+            x = layer(x, memory, src_mask, tgt_mask, layer_cache, maps, packing)
         return self.norm(x)
