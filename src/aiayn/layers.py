@@ -7,6 +7,7 @@ from torch import Tensor, nn
 
 from aiayn.attention import MultiHeadAttention
 from aiayn.cache import DecoderCache, LayerCache
+from aiayn.dropout import Dropout
 from aiayn.feed_forward import PositionwiseFeedForward
 from aiayn.packing import Packing
 
@@ -47,7 +48,7 @@ class ResidualSublayer(nn.Module):
         super().__init__()
         self.norm_first = norm_first
         self.norm = nn.LayerNorm(d_model)  # = LayerNorm above, fused
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)  # nn.Dropout, with a cheaper mask on a CPU
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.norm_first:
@@ -61,23 +62,17 @@ def attend_and_record(
     mask: Tensor | None,
     maps: AttentionMaps | None,
     kind: str,
+    packing: Packing | None = None,
 ) -> Tensor:
     """attention.attend(q, k, v, mask); given a dict ``maps``, keep the weights there.
 
     The weights (B, h, T, S) are appended to ``maps[kind]``, one tensor per layer.
     """
     if maps is None:
-        return attention.attend(*heads, mask)  # the fused kernel
-    out, weights = attention.attend(*heads, mask, need_weights=True)
+        return attention.attend(*heads, mask, packing=packing)  # the fused kernel
+    out, weights = attention.attend(*heads, mask, need_weights=True, packing=packing)
     maps.setdefault(kind, []).append(weights.detach())
     return out
-
-
-def on_positions(
-    attention: Callable[[Tensor], Tensor], packing: Packing | None
-) -> Callable[[Tensor], Tensor]:
-    """``attention`` itself; with a packing, the same on packed (N, d_model) input."""
-    return attention if packing is None else packing.around(attention)
 
 
 class EncoderLayer(nn.Module):
@@ -115,15 +110,21 @@ class EncoderLayer(nn.Module):
         packing: Packing | None = None,
     ) -> Tensor:
         x = self.self_attn_residual(
-            x, on_positions(lambda y: self._self_attention(y, mask, maps), packing)
+            x, lambda y: self._self_attention(y, mask, maps, packing)
         )
         return self.feed_forward_residual(x, self.feed_forward)
 
     def _self_attention(
-        self, y: Tensor, mask: Tensor | None, maps: AttentionMaps | None
+        self,
+        y: Tensor,
+        mask: Tensor | None,
+        maps: AttentionMaps | None,
+        packing: Packing | None,
     ) -> Tensor:
-        heads = self.self_attn.project(y, y, y)
-        return attend_and_record(self.self_attn, heads, mask, maps, "encoder_self")
+        heads = self.self_attn.project(y, y, y, packing)
+        return attend_and_record(
+            self.self_attn, heads, mask, maps, "encoder_self", packing
+        )
 
 
 class DecoderLayer(nn.Module):
@@ -173,17 +174,11 @@ class DecoderLayer(nn.Module):
         packing: Packing | None = None,
     ) -> Tensor:
         x = self.self_attn_residual(
-            x,
-            on_positions(
-                lambda y: self._self_attention(y, tgt_mask, cache, maps), packing
-            ),
+            x, lambda y: self._self_attention(y, tgt_mask, cache, maps, packing)
         )
         x = self.cross_attn_residual(
             x,
-            on_positions(
-                lambda y: self._cross_attention(y, memory, src_mask, cache, maps),
-                packing,
-            ),
+            lambda y: self._cross_attention(y, memory, src_mask, cache, maps, packing),
         )
         return self.feed_forward_residual(x, self.feed_forward)
 
@@ -193,13 +188,15 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None,
         cache: LayerCache | None,
         maps: AttentionMaps | None,
+        packing: Packing | None,
     ) -> Tensor:
-        q, k, v = self.self_attn.project(y, y, y)  # (B, h, T, d_k), .., (B, h, T, d_v)
+        # (B, h, T, d_k), (B, h, T, d_k), (B, h, T, d_v)
+        q, k, v = self.self_attn.project(y, y, y, packing)
         if cache is not None:  # earlier positions first: (B, h, t + T, d_k or d_v)
             k = cache.keys = torch.cat([cache.keys, k], dim=-2)
             v = cache.values = torch.cat([cache.values, v], dim=-2)
         return attend_and_record(
-            self.self_attn, (q, k, v), tgt_mask, maps, "decoder_self"
+            self.self_attn, (q, k, v), tgt_mask, maps, "decoder_self", packing
         )
 
     def _cross_attention(
@@ -209,13 +206,16 @@ class DecoderLayer(nn.Module):
         src_mask: Tensor | None,
         cache: LayerCache | None,
         maps: AttentionMaps | None,
+        packing: Packing | None,
     ) -> Tensor:
         if cache is None:
-            heads = self.cross_attn.project(y, memory, memory)
+            heads = self.cross_attn.project(y, memory, memory, packing)
         else:  # the memory was projected once, by start_cache
-            q = self.cross_attn.project_query(y)  # (B, h, T, d_k)
+            q = self.cross_attn.project_query(y, packing)  # (B, h, T, d_k)
             heads = (q, cache.memory_keys, cache.memory_values)
-        return attend_and_record(self.cross_attn, heads, src_mask, maps, "cross")
+        return attend_and_record(
+            self.cross_attn, heads, src_mask, maps, "cross", packing
+        )
 
     def start_cache(self, memory: Tensor) -> LayerCache:
         """A cache with no target positions yet, and the memory's keys and values."""
