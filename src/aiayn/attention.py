@@ -150,8 +150,11 @@ class MultiHeadAttention(nn.Module):
         )
 
     def _heads(self, x: Tensor, width: int) -> Tensor:
-        """(B, T, h width) -> (B, h, T, width): one slice of ``width`` per head."""
-        return x.unflatten(-1, (self.nhead, width)).transpose(1, 2)
+        """(B, T, h width) -> (B, h, T, width): one slice of ``width`` per head.
+
+        Contiguous: the fused kernel runs faster on heads laid out one after another.
+        """
+        return x.unflatten(-1, (self.nhead, width)).transpose(1, 2).contiguous()
 
     def attend(
         self,

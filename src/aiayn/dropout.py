@@ -17,11 +17,12 @@ class Dropout(nn.Dropout):
     compared with p * 2**15. So p is rounded to a multiple of 2**-15 (0.1 becomes
     3277 / 32768 = 0.100006), and the scale is 1 / (1 - the rounded p): the same
     distribution as nn.Dropout with the rounded p. In eval mode, on other devices, and
-    for p = 0 or 1 it is nn.Dropout itself.
+    for a p that rounds to 0 or 1 it is nn.Dropout itself.
     """
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.training or x.device.type != "cpu" or not 0 < self.p < 1:
+        rounds_to_0_or_1 = round(self.p * 2**MASK_BITS) in (0, 2**MASK_BITS)
+        if not self.training or x.device.type != "cpu" or rounds_to_0_or_1:
             return super().forward(x)
         return x * keep_mask(x, self.p)
 

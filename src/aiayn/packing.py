@@ -8,7 +8,6 @@ positions, (B, T, ...) -> (N, ...); attention, which needs the (B, T) layout, un
 its inputs (zeros at the padding) and packs its output again.
 """
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from torch import Tensor
@@ -41,10 +40,5 @@ class Packing:
     def unpack(self, x: Tensor) -> Tensor:
         """(N, ...) -> (B, T, ...), zeros at the padding positions."""
         padded = x.new_zeros(self.batch_size * self.length, *x.shape[1:])
-        return padded.index_copy(0, self.index, x).unflatten(
-            0, (self.batch_size, self.length)
-        )
-
-    def around(self, attention: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
-        """attention on padded (B, T, d_model) -> the same on packed (N, d_model)."""
-        return lambda y: self.pack(attention(self.unpack(y)))
+        padded.index_copy_(0, self.index, x)  # in place: no copy of the zeros
+        return padded.unflatten(0, (self.batch_size, self.length))
