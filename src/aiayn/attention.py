@@ -7,7 +7,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.dropout import Dropout
 from aiayn.masks import check_mask
 from aiayn.packing import Packing
 
@@ -50,11 +49,6 @@ def scaled_dot_product_attention(
     return weights @ value, weights  # (..., T, S) @ (..., S, d_v) -> (..., T, d_v)
 
 
-# Up to this many keys, Eq. (1) written out trains faster on a CPU than the fused
-# kernel, forward and backward (about twice as fast for 12 keys, even at 64).
-SHORT_KEYS = 64
-
-
 def unpacked(x: Tensor, packing: Packing | None) -> Tensor:
     """x itself; with a packing, (N, width) -> (B, T, width), zeros at the padding."""
     return x if packing is None else packing.unpack(x)
@@ -83,9 +77,7 @@ class MultiHeadAttention(nn.Module):
 
     Given a ``packing`` (aiayn.packing), the queries (and in self-attention the keys
     and values) hold only the real positions, (N, d_model), and so does the output:
-    the projections skip the padding, the heads are unpacked for attention alone. That
-    is the training path on a CPU, where for up to SHORT_KEYS keys the explicit path
-    runs instead of the fused kernel: it is faster there.
+    the projections skip the padding, the heads are unpacked for attention alone.
 
     Not in the paper: dropout on the attention weights (§5.4 drops only sub-layer
     outputs and embedding sums); nn.MultiheadAttention has it, so we do too. dropout=0.0
@@ -111,8 +103,8 @@ class MultiHeadAttention(nn.Module):
         # [W^Q; W^K; W^V]: h d_k + h d_k + h d_v rows
         self.in_proj = nn.Linear(d_model, nhead * (2 * self.d_k + self.d_v), bias=bias)
         self.out_proj = nn.Linear(nhead * self.d_v, d_model, bias=bias)  # W^O
-        # on the attention weights, as in PyTorch (nn.Dropout, cheaper on a CPU)
-        self.attn_dropout = Dropout(dropout)
+        # on the attention weights, as in PyTorch
+        self.attn_dropout = nn.Dropout(dropout)
 
     def project(
         self, query: Tensor, key: Tensor, value: Tensor, packing: Packing | None = None
@@ -183,9 +175,7 @@ class MultiHeadAttention(nn.Module):
             check_mask(mask, (B, T, k.size(-2)))
             # (B, T, S) -> (B, 1, T, S): the same mask for every head
             mask = mask.unsqueeze(-3)
-        # packed (training on a CPU) and short: Eq. (1) written out is faster there
-        short = packing is not None and k.size(-2) <= SHORT_KEYS
-        if need_weights or short:
+        if need_weights:
             out, weights = scaled_dot_product_attention(
                 q, k, v, mask, self.attn_dropout
             )

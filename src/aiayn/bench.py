@@ -155,7 +155,7 @@ def bench_batch(cfg: BenchConfig, seed: int = 0) -> BenchBatch:
     )
 
 
-def padding_share(batch: BenchBatch) -> str:
+def describe_padding(batch: BenchBatch) -> str:
     """'source 25%, target 21%': the share of padding positions on each side."""
     shares = [(tokens == PAD_ID).float().mean() for tokens in (batch.src, batch.tgt_in)]
     return f"source {shares[0]:.0%}, target {shares[1]:.0%}"
@@ -237,7 +237,7 @@ def cli() -> None:
     for name, cfg in configs.items():
         medians = run(cfg, args.steps, args.warmup)
         print(f"{name}: {cfg}")
-        print(f"  padding: {padding_share(bench_batch(cfg))} of the positions")
+        print(f"  padding: {describe_padding(bench_batch(cfg))} of the positions")
         for i, clock in enumerate(("wall-clock", "CPU time")):
             ours, theirs = medians["ours"][i], medians["pytorch"][i]
             print(
