@@ -92,6 +92,7 @@ def test_eval_mode_and_other_masks_take_the_taught_path():
     assert packs(src, tgt_in, src_mask, tgt_mask)
     assert not packs(src, tgt_in, None, tgt_mask)
     assert not packs(src, tgt_in, src_mask, tgt_mask[0])  # (T, T): no batch axis
+    assert not packs(src, tgt_in[:, :4], src_mask, tgt_mask)  # a mask that does not fit
     meta = [x.to("meta") for x in (src, tgt_in, src_mask, tgt_mask)]
     assert not packs(*meta)  # any device but the CPU: no host-device sync
     torch.manual_seed(0)

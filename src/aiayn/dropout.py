@@ -9,7 +9,7 @@ MASK_BITS = 15  # random bits per element: p is rounded to a multiple of 2**-15
 
 
 class Dropout(nn.Dropout):
-    """nn.Dropout whose random mask costs less than half as much on a CPU.
+    """nn.Dropout whose random mask costs about half as much on a CPU.
 
     Each element is zeroed with probability p and the others are scaled by 1 / (1 - p),
     as nn.Dropout does. nn.Dropout draws one random float per element (bernoulli_);

@@ -47,14 +47,20 @@ class TransformerConfig:
             raise ValueError(f"positional={self.positional!r}: choose {choices}")
 
 
-def packs(src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None):
-    """Whether forward may pack: on a CPU, with one mask per sequence on both sides."""
+def packs(
+    src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None
+) -> bool:
+    """Whether forward may pack: on a CPU, with one mask per sequence on both sides.
+
+    The masks must be (B, ., S) and (B, ., T): one row of keys per sequence.
+    """
     return (
         src.device.type == "cpu"
         and src_mask is not None
         and tgt_mask is not None
         and src_mask.dim() == tgt_mask.dim() == 3
         and src_mask.size(0) == tgt_mask.size(0) == src.size(0)
+        and (src_mask.size(-1), tgt_mask.size(-1)) == (src.size(1), tgt.size(1))
     )
 
 
