@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.masks import check_mask
+from aiayn.packing import Packing
 
 
 def scaled_dot_product_attention(
@@ -48,6 +49,11 @@ def scaled_dot_product_attention(
     return weights @ value, weights  # (..., T, S) @ (..., S, d_v) -> (..., T, d_v)
 
 
+def unpacked(x: Tensor, packing: Packing | None) -> Tensor:
+    """x itself; with a packing, (N, width) -> (B, T, width), zeros at the padding."""
+    return x if packing is None else packing.unpack(x)
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, as in §3.2.2.
 
@@ -68,6 +74,10 @@ class MultiHeadAttention(nn.Module):
     explicit Eq. (1) path runs instead and forward returns (output, weights (B, h, T,
     S)). The two halves, ``project`` (into heads) and ``attend``, are also methods of
     their own: a decoder with a key/value cache projects only the new positions.
+
+    Given a ``packing`` (aiayn.packing), the queries (and in self-attention the keys
+    and values) hold only the real positions, (N, d_model), and so does the output:
+    the projections skip the padding, the heads are unpacked for attention alone.
 
     Not in the paper: dropout on the attention weights (§5.4 drops only sub-layer
     outputs and embedding sums); nn.MultiheadAttention has it, so we do too. dropout=0.0
@@ -96,7 +106,9 @@ class MultiHeadAttention(nn.Module):
         # on the attention weights, as in PyTorch
         self.attn_dropout = nn.Dropout(dropout)
 
-    def project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
+    def project(
+        self, query: Tensor, key: Tensor, value: Tensor, packing: Packing | None = None
+    ) -> tuple[Tensor, ...]:
         """Q W^Q, K W^K, V W^V for all heads at once, in the fewest matrix products.
 
         (B, T, d_model), (B, S, d_model), (B, S, d_model)
@@ -105,17 +117,18 @@ class MultiHeadAttention(nn.Module):
         if query is key and key is value:  # self-attention: one product for all three
             widths = [self.nhead * self.d_k] * 2 + [self.nhead * self.d_v]
             # (B, T, h (2 d_k + d_v)) -> (B, T, h d_k), (B, T, h d_k), (B, T, h d_v)
-            q, k, v = self.in_proj(query).split(widths, dim=-1)
+            q, k, v = unpacked(self.in_proj(query), packing).split(widths, dim=-1)
             return (
                 self._heads(q, self.d_k),
                 self._heads(k, self.d_k),
                 self._heads(v, self.d_v),
             )
-        return self.project_query(query), *self.project_key_value(key, value)
+        return self.project_query(query, packing), *self.project_key_value(key, value)
 
-    def project_query(self, query: Tensor) -> Tensor:
+    def project_query(self, query: Tensor, packing: Packing | None = None) -> Tensor:
         """Q W^Q alone: (B, T, d_model) -> (B, h, T, d_k)."""
-        return self._heads(self._in_proj_rows(query, 0, 1), self.d_k)
+        q = unpacked(self._in_proj_rows(query, 0, 1), packing)  # (B, T, h d_k)
+        return self._heads(q, self.d_k)
 
     def project_key_value(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """K W^K and V W^V: (B, S, d_model) each -> (B, h, S, d_k), (B, h, S, d_v)."""
@@ -137,8 +150,11 @@ class MultiHeadAttention(nn.Module):
         )
 
     def _heads(self, x: Tensor, width: int) -> Tensor:
-        """(B, T, h width) -> (B, h, T, width): one slice of ``width`` per head."""
-        return x.unflatten(-1, (self.nhead, width)).transpose(1, 2)
+        """(B, T, h width) -> (B, h, T, width): one slice of ``width`` per head.
+
+        Contiguous: the fused kernel runs faster on heads laid out one after another.
+        """
+        return x.unflatten(-1, (self.nhead, width)).transpose(1, 2).contiguous()
 
     def attend(
         self,
@@ -147,6 +163,7 @@ class MultiHeadAttention(nn.Module):
         v: Tensor,
         mask: Tensor | None = None,
         need_weights: bool = False,
+        packing: Packing | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attention in every head, then Concat and W^O.
 
@@ -168,7 +185,8 @@ class MultiHeadAttention(nn.Module):
                 q, k, v, attn_mask=mask, dropout_p=dropout_p
             )
         # (B, h, T, d_v) -> (B, T, h d_v)
-        out = self.out_proj(out.transpose(1, 2).reshape(B, T, self.nhead * self.d_v))
+        out = out.transpose(1, 2).reshape(B, T, self.nhead * self.d_v)
+        out = self.out_proj(out if packing is None else packing.pack(out))
         return (out, weights) if need_weights else out
 
     def forward(

@@ -7,7 +7,9 @@ from torch import Tensor, nn
 
 from aiayn.attention import MultiHeadAttention
 from aiayn.cache import DecoderCache, LayerCache
+from aiayn.dropout import Dropout
 from aiayn.feed_forward import PositionwiseFeedForward
+from aiayn.packing import Packing
 
 # attention weights by kind ("encoder_self", "decoder_self", "cross"), one per layer
 AttentionMaps = dict[str, list[Tensor]]
@@ -46,7 +48,7 @@ class ResidualSublayer(nn.Module):
         super().__init__()
         self.norm_first = norm_first
         self.norm = nn.LayerNorm(d_model)  # = LayerNorm above, fused
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)  # nn.Dropout, with a cheaper mask on a CPU
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.norm_first:
@@ -60,14 +62,15 @@ def attend_and_record(
     mask: Tensor | None,
     maps: AttentionMaps | None,
     kind: str,
+    packing: Packing | None = None,
 ) -> Tensor:
     """attention.attend(q, k, v, mask); given a dict ``maps``, keep the weights there.
 
     The weights (B, h, T, S) are appended to ``maps[kind]``, one tensor per layer.
     """
     if maps is None:
-        return attention.attend(*heads, mask)  # the fused kernel
-    out, weights = attention.attend(*heads, mask, need_weights=True)
+        return attention.attend(*heads, mask, packing=packing)  # the fused kernel
+    out, weights = attention.attend(*heads, mask, need_weights=True, packing=packing)
     maps.setdefault(kind, []).append(weights.detach())
     return out
 
@@ -78,7 +81,9 @@ class EncoderLayer(nn.Module):
     forward(x (B, S, d_model), mask broadcastable to (B, S, S)) -> (B, S, d_model)
 
     Given a dict ``maps``, the self-attention weights (B, h, S, S) are appended to
-    ``maps["encoder_self"]`` (Transformer.attention_maps).
+    ``maps["encoder_self"]`` (Transformer.attention_maps). Given a ``packing``
+    (aiayn.packing), x holds only the real positions (N, d_model), and so does the
+    output: attention alone sees them padded.
     """
 
     def __init__(
@@ -98,16 +103,28 @@ class EncoderLayer(nn.Module):
         self.feed_forward_residual = ResidualSublayer(d_model, dropout, norm_first)
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, maps: AttentionMaps | None = None
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        maps: AttentionMaps | None = None,
+        packing: Packing | None = None,
     ) -> Tensor:
-        x = self.self_attn_residual(x, lambda y: self._self_attention(y, mask, maps))
+        x = self.self_attn_residual(
+            x, lambda y: self._self_attention(y, mask, maps, packing)
+        )
         return self.feed_forward_residual(x, self.feed_forward)
 
     def _self_attention(
-        self, y: Tensor, mask: Tensor | None, maps: AttentionMaps | None
+        self,
+        y: Tensor,
+        mask: Tensor | None,
+        maps: AttentionMaps | None,
+        packing: Packing | None,
     ) -> Tensor:
-        heads = self.self_attn.project(y, y, y)
-        return attend_and_record(self.self_attn, heads, mask, maps, "encoder_self")
+        heads = self.self_attn.project(y, y, y, packing)
+        return attend_and_record(
+            self.self_attn, heads, mask, maps, "encoder_self", packing
+        )
 
 
 class DecoderLayer(nn.Module):
@@ -122,7 +139,9 @@ class DecoderLayer(nn.Module):
     cache and appends the new ones; encoder-decoder attention reads the memory's keys
     and values from the cache instead of projecting ``memory`` again; tgt_mask then
     broadcasts to (B, T, t + T), over the t cached and T new positions. Given a dict
-    ``maps``, the weights are appended to maps["decoder_self"] and maps["cross"].
+    ``maps``, the weights are appended to maps["decoder_self"] and maps["cross"]. Given
+    a ``packing`` of the target positions, x and the output are packed (N, d_model), as
+    in EncoderLayer; memory stays padded.
     """
 
     def __init__(
@@ -152,12 +171,14 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None = None,
         cache: LayerCache | None = None,
         maps: AttentionMaps | None = None,
+        packing: Packing | None = None,
     ) -> Tensor:
         x = self.self_attn_residual(
-            x, lambda y: self._self_attention(y, tgt_mask, cache, maps)
+            x, lambda y: self._self_attention(y, tgt_mask, cache, maps, packing)
         )
         x = self.cross_attn_residual(
-            x, lambda y: self._cross_attention(y, memory, src_mask, cache, maps)
+            x,
+            lambda y: self._cross_attention(y, memory, src_mask, cache, maps, packing),
         )
         return self.feed_forward_residual(x, self.feed_forward)
 
@@ -167,13 +188,15 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None,
         cache: LayerCache | None,
         maps: AttentionMaps | None,
+        packing: Packing | None,
     ) -> Tensor:
-        q, k, v = self.self_attn.project(y, y, y)  # (B, h, T, d_k), .., (B, h, T, d_v)
+        # (B, h, T, d_k), (B, h, T, d_k), (B, h, T, d_v)
+        q, k, v = self.self_attn.project(y, y, y, packing)
         if cache is not None:  # earlier positions first: (B, h, t + T, d_k or d_v)
             k = cache.keys = torch.cat([cache.keys, k], dim=-2)
             v = cache.values = torch.cat([cache.values, v], dim=-2)
         return attend_and_record(
-            self.self_attn, (q, k, v), tgt_mask, maps, "decoder_self"
+            self.self_attn, (q, k, v), tgt_mask, maps, "decoder_self", packing
         )
 
     def _cross_attention(
@@ -183,13 +206,16 @@ class DecoderLayer(nn.Module):
         src_mask: Tensor | None,
         cache: LayerCache | None,
         maps: AttentionMaps | None,
+        packing: Packing | None,
     ) -> Tensor:
         if cache is None:
-            heads = self.cross_attn.project(y, memory, memory)
+            heads = self.cross_attn.project(y, memory, memory, packing)
         else:  # the memory was projected once, by start_cache
-            q = self.cross_attn.project_query(y)  # (B, h, T, d_k)
+            q = self.cross_attn.project_query(y, packing)  # (B, h, T, d_k)
             heads = (q, cache.memory_keys, cache.memory_values)
-        return attend_and_record(self.cross_attn, heads, src_mask, maps, "cross")
+        return attend_and_record(
+            self.cross_attn, heads, src_mask, maps, "cross", packing
+        )
 
     def start_cache(self, memory: Tensor) -> LayerCache:
         """A cache with no target positions yet, and the memory's keys and values."""
@@ -228,10 +254,14 @@ class Encoder(nn.Module):
         self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, maps: AttentionMaps | None = None
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        maps: AttentionMaps | None = None,
+        packing: Packing | None = None,
     ) -> Tensor:
         for layer in self.layers:
-            x = layer(x, mask, maps)
+            x = layer(x, mask, maps, packing)
         return self.norm(x)
 
 
@@ -268,10 +298,11 @@ class Decoder(nn.Module):
         tgt_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
         maps: AttentionMaps | None = None,
+        packing: Packing | None = None,
     ) -> Tensor:
         if cache is not None and not cache.layers:  # a new cache: project memory once
             cache.layers = [layer.start_cache(memory) for layer in self.layers]
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache.layers[i]
-            x = layer(x, memory, src_mask, tgt_mask, layer_cache, maps)
+            x = layer(x, memory, src_mask, tgt_mask, layer_cache, maps, packing)
         return self.norm(x)

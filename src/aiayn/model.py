@@ -13,6 +13,7 @@ from aiayn.embeddings import (
 )
 from aiayn.layers import AttentionMaps, Decoder, Encoder
 from aiayn.masks import subsequent_mask
+from aiayn.packing import Packing
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,23 @@ class TransformerConfig:
             raise ValueError(f"positional={self.positional!r}: choose {choices}")
 
 
+def packs(
+    src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None
+) -> bool:
+    """Whether forward may pack: on a CPU, with one mask per sequence on both sides.
+
+    The masks must be (B, ., S) and (B, ., T): one row of keys per sequence.
+    """
+    return (
+        src.device.type == "cpu"
+        and src_mask is not None
+        and tgt_mask is not None
+        and src_mask.dim() == tgt_mask.dim() == 3
+        and src_mask.size(0) == tgt_mask.size(0) == src.size(0)
+        and (src_mask.size(-1), tgt_mask.size(-1)) == (src.size(1), tgt.size(1))
+    )
+
+
 POSITIONAL = {
     "sinusoidal": PositionalEncoding,
     "learned": LearnedPositionalEmbedding,
@@ -70,6 +88,10 @@ class Transformer(nn.Module):
 
     Every weight matrix starts Xavier-uniform. ``model.attention_maps(src, tgt, ...)``
     runs a forward pass and returns every layer's attention weights.
+
+    In training mode on a CPU, with (B, ., S) and (B, T, T) masks, forward computes the
+    position-wise layers on the real positions only (aiayn.packing): the same logits
+    there, and 0 at the target's padding, which the loss ignores.
     """
 
     def __init__(self, config: TransformerConfig | None = None, **fields):
@@ -138,9 +160,27 @@ class Transformer(nn.Module):
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
     ) -> Tensor:
+        if self.training and packs(src, tgt, src_mask, tgt_mask):
+            return self.packed_forward(src, tgt, src_mask, tgt_mask)
         memory = self.encode(src, src_mask)  # (B, S, d_model)
         # (B, T, V)
         return self.output_projection(self.decode(memory, src_mask, tgt, tgt_mask))
+
+    def packed_forward(
+        self, src: Tensor, tgt: Tensor, src_mask: Tensor, tgt_mask: Tensor
+    ) -> Tensor:
+        """forward on the real positions only; logits 0 at the target's padding.
+
+        A position is real if some query may attend to it (Packing.from_mask).
+        """
+        source, target = Packing.from_mask(src_mask), Packing.from_mask(tgt_mask)
+        # (B, S) -> (N_src, d_model)
+        x = source.pack(self.positional(self.src_embed(src)))
+        memory = source.unpack(self.encoder(x, src_mask, packing=source))  # (B, S, .)
+        # (B, T) -> (N_tgt, d_model)
+        y = target.pack(self.positional(self.tgt_embed(tgt)))
+        y = self.decoder(y, memory, src_mask, tgt_mask, packing=target)
+        return target.unpack(self.output_projection(y))  # (B, T, tgt_vocab)
 
     @torch.no_grad()
     def attention_maps(
