@@ -14,6 +14,7 @@ the padding's share of the batch is printed too.
 
 import argparse
 import dataclasses
+import json
 import os
 import statistics
 import time
@@ -228,14 +229,16 @@ def cli() -> None:
     parser.add_argument(
         "--threads", type=int, default=os.cpu_count(), help="torch threads"
     )
+    parser.add_argument("--json", help="also write the medians (ms) here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     chosen = {name: getattr(args, name) for name in defaults}
     chosen = {name: value for name, value in chosen.items() if value is not None}
     configs = {"custom": bench_config(**chosen)} if chosen else PRESETS
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
+    measured = {}
     for name, cfg in configs.items():
-        medians = run(cfg, args.steps, args.warmup)
+        medians = measured[name] = run(cfg, args.steps, args.warmup)
         print(f"{name}: {cfg}")
         print(f"  padding: {describe_padding(bench_batch(cfg))} of the positions")
         for i, clock in enumerate(("wall-clock", "CPU time")):
@@ -243,6 +246,18 @@ def cli() -> None:
             print(
                 f"  {clock:10s}  ours {ours:8.2f} ms   nn.Transformer {theirs:8.2f} ms"
                 f"   ratio ours/PyTorch {ours / theirs:.3f}"
+            )
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(
+                {
+                    "torch": torch.__version__,
+                    "threads": torch.get_num_threads(),
+                    "clocks": ["wall-clock", "CPU time"],
+                    "medians_ms": measured,
+                },
+                file,
+                indent=1,
             )
 
 
