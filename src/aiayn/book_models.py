@@ -25,6 +25,9 @@ from aiayn.training import (
 
 # The repository's _build/runs (aiayn is installed from src/ in editable mode).
 RUNS = Path(__file__).resolve().parents[2] / "_build" / "runs"
+# Benchmarks too slow for a build, run once and kept in the repository; chapters read
+# them.
+MEASUREMENTS = Path(__file__).resolve().parents[2] / "book" / "measurements"
 
 BOOK_MODELS = {
     # the hardest toy task with the command line's defaults ("Training the toy tasks")
