@@ -203,3 +203,9 @@ def test_a_task_that_is_not_digits_trains_and_evaluates_end_to_end(uppercase):
     assert all(set(p) <= set("ABCD") for p in predictions)  # text of the target side
     scores = evaluate(state.model, uppercase, sources)
     assert 0 <= scores["exact_match"] <= scores["token_accuracy"] <= 1
+
+
+def test_a_task_without_digits_draws_no_few_digit_sources(uppercase):
+    assert TrainConfig(task="uppercase").few_digits_share == 0.0
+    with pytest.raises(ValueError, match="task uppercase has no digits"):
+        TrainConfig(task="uppercase", few_digits_share=0.5)

@@ -1,11 +1,16 @@
+import argparse
 import math
+
+import pytest
 
 from aiayn.time_to_accuracy import (
     NOT_REACHED,
     Reached,
+    configured,
     first_reached,
     learning_curve,
     median_reached,
+    parse_change,
     report,
 )
 from aiayn.training import TrainConfig, toy_model_config
@@ -44,3 +49,18 @@ def test_report_gives_each_seed_the_median_and_the_ratio_to_the_tutorial():
     assert "seed 0: not reached" in text  # 99.9%
     assert "median: step 500, 21.0 s" in text
     assert f"sequences seen: 32,000, {3_200_000 / 32_000:.1f}x fewer" in text
+
+
+def test_changes_reach_the_run_and_its_model():
+    config = configured("copy", 1, 50, "cpu", {"length_power": 2.0, "d_model": 32})
+    assert (config.task, config.seed, config.steps) == ("copy", 1, 50)
+    assert config.length_power == 2.0 and config.model.d_model == 32
+    with pytest.raises(ValueError, match="no such field .*'bogus'"):
+        configured("copy", 0, 50, "cpu", {"bogus": 1})
+
+
+def test_a_change_is_a_field_and_a_python_literal():
+    assert parse_change("lr_factor=0.25") == ("lr_factor", 0.25)
+    assert parse_change("positional='learned'") == ("positional", "learned")
+    with pytest.raises(argparse.ArgumentTypeError, match="not FIELD=VALUE"):
+        parse_change("lr_factor")

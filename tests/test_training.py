@@ -13,13 +13,16 @@ from aiayn.model import TransformerConfig
 from aiayn.schedule import learning_rate
 from aiayn.tasks import DIGIT_TOKENIZER, get_task, held_out_sources
 from aiayn.training import (
+    FEW_DIGITS_MAX,
     TrainConfig,
     load_checkpoint,
     new_run,
+    read_metrics,
     save_checkpoint,
     toy_model_config,
     train,
     train_step,
+    training_sources,
 )
 
 PAD_ID, EOS_ID = DIGIT_TOKENIZER.pad_id, DIGIT_TOKENIZER.eos_id
@@ -261,3 +264,45 @@ def test_each_concept_lives_in_its_own_module():
     assert label_smoothed_loss.__module__ == loss.__name__  # regularization's
     assert evaluate.__module__ == evaluation.predict.__module__ == evaluation.__name__
     assert book_models.load_or_train.__module__ == book_models.__name__
+
+
+def test_few_digit_sources_use_few_digits_and_come_in_the_share_asked_for():
+    task = get_task("reverse-repeats")
+    drawn = training_sources(task, 4000, torch.Generator().manual_seed(0), 4.0, 0.5)
+    ten_digits = [s for s in drawn if len(s.split()) == 10]
+    few = sum(len(set(s.split())) <= FEW_DIGITS_MAX for s in ten_digits)
+    # a source of ten uniform digits uses at most 5 of them in about 1.6% of cases
+    assert 0.45 < few / len(ten_digits) < 0.55
+    plain = training_sources(task, 4000, torch.Generator().manual_seed(0), 4.0)
+    assert plain == training_sources(
+        task, 4000, torch.Generator().manual_seed(0), 4.0, 0.0
+    )
+
+
+def test_digit_task_samples_from_a_random_set_of_digits():
+    task = get_task("copy")
+    for digits in (1, 3, 10):
+        sources = task.sample(200, torch.Generator().manual_seed(1), 10, digits=digits)
+        assert all(len(s.split()) == 10 for s in sources)
+        assert max(len(set(s.split())) for s in sources) <= digits
+    # each source has a set of its own: all ten digits occur across the sources
+    ones = task.sample(200, torch.Generator().manual_seed(1), 10, digits=1)
+    assert {s.split()[0] for s in ones} == set("0123456789")
+
+
+def test_few_digits_share_defaults_by_task_and_is_checked():
+    assert TrainConfig().few_digits_share == 0.5  # a digit task
+    with pytest.raises(ValueError, match="few_digits_share=1.5 is not a share"):
+        TrainConfig(few_digits_share=1.5)
+
+
+def test_read_metrics_turns_a_step_s_tensors_into_floats():
+    state = new_run(TrainConfig(**TINY))
+    records = [train_step(state) for _ in range(2)]
+    assert isinstance(records[0]["loss"], torch.Tensor)
+    read_metrics(records)
+    assert all(
+        isinstance(r[name], float)
+        for r in records
+        for name in ("loss", "train_token_accuracy", "lr")
+    )
