@@ -67,10 +67,12 @@ sync: $(SETUP)
 test: lint unit notebooks strict-book browser
 	@echo "make test: every check passed"
 
-# The library and tests, then the chapters' code: every chapter converted to a git-ignored
+# Spelling (codespell) over the book, the library and the tests; the library and tests, then the
+# chapters' code: every chapter converted to a git-ignored
 # notebook under $(LINT) (by jupytext, in one process: tests/to_notebooks.py) and checked cell
 # by cell with book/ruff.toml (88 columns, pyflakes).
 lint: $(SETUP)
+	$(VENV)/bin/codespell book src tests README.md LICENSE CITATION.cff _config.yml _toc.yml
 	$(VENV)/bin/ruff check src tests
 	rm -rf $(LINT)
 	$(PY) tests/to_notebooks.py $(LINT) $(CHAPTERS)
