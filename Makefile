@@ -33,7 +33,6 @@ $(SETUP): requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name aiayn --display-name "Python 3 (aiayn)" >/dev/null
 	touch $@
 
