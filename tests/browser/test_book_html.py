@@ -3,7 +3,8 @@
 For each page: it loads with no console error; every image has loaded; MathJax typeset
 every formula and no raw TeX delimiter is left in the text; the navigation lists every
 chapter; a chapter with code offers itself for download as .md and as an executed .ipynb
-that installs the library where it is missing, and a Binder launch; and `page_defects` finds none of the rendering defects a reader trips over:
+that installs the library where it is missing, and a Binder launch; and `page_defects`
+finds none of the rendering defects a reader trips over:
 
 - ``raw-table``: a Markdown table shown as raw pipes instead of a table;
 - ``admonition-title``: an admonition whose body starts with what should be its title
