@@ -8,7 +8,7 @@ Run once, on a CPU, outside the book's build (about 20 CPU-minutes):
 Two processes with one torch thread each run ``run_row`` for every (row, seed); the
 results come out one line per run, in the order of ROWS and then of the seeds: row
 (its group in Table 3), changes (to the base row), seed, steps, seconds (of
-training), cpu_seconds (of the whole run), params, perplexity, token_accuracy,
+training, wall clock on a shared machine), cpu_seconds (of the whole run), params, perplexity, token_accuracy,
 exact_match. "Model variations" reads them.
 """
 
