@@ -1,15 +1,15 @@
 """Table 3 in miniature (§6.2): every row of ``aiayn.variations.ROWS``, three seeds.
 
-Run once, on a CPU, outside the book's build (about 20 CPU-minutes):
+Run once, on a CPU, outside the book's build (23 CPU-minutes):
 
     nice -n 5 .venv/bin/python book/measurements/table3.py \
         --out book/measurements/table3_cpu.jsonl
 
 Two processes with one torch thread each run ``run_row`` for every (row, seed); the
 results come out one line per run, in the order of ROWS and then of the seeds: row
-(its group in Table 3), changes (to the base row), seed, steps, seconds (of
-training, wall clock on a shared machine), cpu_seconds (of the whole run), params, perplexity, token_accuracy,
-exact_match. "Model variations" reads them.
+(its group in Table 3), changes (to the base row), seed, steps, seconds (of training,
+wall clock on a shared machine), cpu_seconds (of the whole run), params, perplexity,
+token_accuracy, exact_match. "Model variations" reads them.
 """
 
 import argparse
