@@ -1,0 +1,107 @@
+"""Model variations (§6.2, Table 3) in miniature: the rows, one run of a row, its
+scores.
+
+Every row trains the toy model of ``toy_model_config`` on reverse-repeats for the same
+number of steps, with ``BASE``'s settings and the row's changes, then scores the final
+weights (no checkpoint averaging, as Table 3) on validation sources: perplexity per
+target token under teacher forcing, and greedy decoding's token accuracy and exact
+match. ``book/measurements/table3.py`` runs every row and seed;
+"Model variations" renders the results.
+"""
+
+import math
+import time
+
+import torch
+from torch import nn
+from torch.nn import functional
+
+from aiayn.evaluation import evaluate
+from aiayn.masks import padding_mask, target_mask
+from aiayn.tasks import Task, held_out_sources, make_batch
+from aiayn.time_to_accuracy import configured
+from aiayn.training import new_run, train_step
+
+TASK = "reverse-repeats"
+STEPS = 250  # the training budget of every row
+EVAL_SIZE = 1000  # validation sources scored
+# The base row: the toy model with the paper's P_drop and eps_ls (both 0.1), batches
+# of 128 sources, a warm-up of 100 steps: a short run that is still learning.
+BASE = {"dropout": 0.1, "label_smoothing": 0.1, "batch_size": 128, "warmup_steps": 100}
+
+# Table 3's rows that a CPU can afford: (group, changes to BASE). The toy model has
+# d_model 64, h 4, N 2, d_ff 256, so d_k = d_v = 16.
+ROWS: list[tuple[str, dict]] = [
+    ("base", {}),
+    # (A) heads at constant computation: d_k = d_v = d_model / h
+    ("A", {"nhead": 1}),
+    ("A", {"nhead": 2}),
+    ("A", {"nhead": 8}),
+    # (B) smaller keys only (d_v stays 16)
+    ("B", {"d_k": 8}),
+    ("B", {"d_k": 4}),
+    # (C) depth and width (d_k = d_v = d_model / h follows d_model)
+    ("C", {"num_encoder_layers": 1, "num_decoder_layers": 1}),
+    ("C", {"num_encoder_layers": 3, "num_decoder_layers": 3}),
+    ("C", {"d_model": 32}),
+    ("C", {"d_model": 128}),
+    ("C", {"dim_feedforward": 128}),
+    ("C", {"dim_feedforward": 512}),
+    # (D) regularization
+    ("D", {"dropout": 0.0}),
+    ("D", {"dropout": 0.2}),
+    ("D", {"label_smoothing": 0.0}),
+    ("D", {"label_smoothing": 0.3}),
+    # (E) learned positional embeddings instead of sinusoids
+    ("E", {"positional": "learned"}),
+]
+
+
+@torch.no_grad()
+def perplexity(model: nn.Module, task: Task, sources: list[str]) -> float:
+    """exp(mean cross-entropy per target token) under teacher forcing.
+
+    Every target token counts, the end token included; padding does not. The loss is
+    the plain one, without label smoothing: the model's own probability of the right
+    token.
+    """
+    model.eval()
+    batch = make_batch(task, sources)  # src (B, S), tgt_in and tgt_out (B, T)
+    logits = model(
+        batch.src,
+        batch.tgt_in,
+        padding_mask(batch.src, batch.src_pad_id),
+        target_mask(batch.tgt_in, batch.tgt_pad_id),
+    )  # (B, T, V)
+    loss = functional.cross_entropy(
+        logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=batch.tgt_pad_id
+    )
+    return math.exp(loss.item())
+
+
+def run_row(changes: dict, seed: int, steps: int = STEPS) -> dict:
+    """Train BASE with ``changes`` for ``steps`` steps on the CPU; score it.
+
+    Returns the steps, the seconds of training (wall clock) and of the whole run
+    (this process's CPU time), the number of parameters (a shared matrix counts
+    once), and perplexity, token accuracy and exact match on EVAL_SIZE validation
+    sources.
+    """
+    cpu_started = time.process_time()
+    config = configured(TASK, seed, steps, "cpu", BASE | changes)
+    state = new_run(config)
+    started = time.perf_counter()
+    while state.step < steps:
+        train_step(state)
+    seconds = time.perf_counter() - started
+    validation = held_out_sources(state.task, "validation", EVAL_SIZE)
+    scores = evaluate(state.model, state.task, validation)
+    return {
+        "steps": steps,
+        "seconds": round(seconds, 2),
+        "cpu_seconds": round(time.process_time() - cpu_started, 2),
+        "params": sum(p.numel() for p in state.model.parameters()),
+        "perplexity": perplexity(state.model, state.task, validation),
+        "token_accuracy": scores["token_accuracy"],
+        "exact_match": scores["exact_match"],
+    }
