@@ -148,6 +148,20 @@ def test_a_malformed_prediction_counts_as_no_brackets():
     assert scores["well_formed"] == 0.5
 
 
+class NoEnd(torch.nn.Module):
+    """An output projection that never lets a special token (end included) win."""
+
+    def __init__(self, projection: torch.nn.Module):
+        super().__init__()
+        self.projection = projection
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = self.projection(hidden)
+        target = PARSE.tgt_tokenizer
+        logits[..., [target.pad_id, target.bos_id, target.eos_id]] = -1e4
+        return logits
+
+
 def test_decoding_stops_at_input_length_plus_300():
     torch.manual_seed(0)
     config = toy_model_config(
@@ -160,8 +174,8 @@ def test_decoding_stops_at_input_length_plus_300():
         max_positions=PARSE.source_lengths[-1] + EXTRA_LENGTH + 1,
     )
     model = Transformer(config)
-    with torch.no_grad():  # the end token never wins: every output runs to the limit
-        model.output_projection.bias[PARSE.tgt_tokenizer.eos_id] = -1e4
+    # the end token never wins: every output runs to the limit
+    model.output_projection = NoEnd(model.output_projection)
     sentences = ["a cat hit", "the dog saw a cat", "a man liked the hat"]
     for beam_size in (1, 2):
         predictions = predict_parses(model, PARSE, sentences, beam_size=beam_size)

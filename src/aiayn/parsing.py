@@ -175,10 +175,14 @@ class _Reader:
         self.at += 1
         return (TAG_OF[word], word)
 
-    def base_noun_phrase(self) -> Tree:
+    def base_noun_phrase(self, instrument: bool) -> Tree:
+        """Det (Adj) N, where N is an instrument exactly when ``instrument``."""
         children = [self.take("Det")]
         if self.peek() is not None and TAG_OF[self.peek()] == "Adj":
             children.append(self.take("Adj"))
+        if (self.peek() in INSTRUMENTS) != instrument:
+            kind = "an instrument" if instrument else "a noun that is no instrument"
+            raise ValueError(f"parse: expected {kind}, found {self.peek()!r}")
         children.append(self.take("N"))
         return ("NP", tuple(children))
 
@@ -196,21 +200,21 @@ class _Reader:
             word == "with" and self.noun_head_after_preposition() in INSTRUMENTS
         )
 
-    def noun_phrase(self) -> Tree:
-        base = self.base_noun_phrase()
+    def noun_phrase(self, instrument: bool = False) -> Tree:
+        base = self.base_noun_phrase(instrument)
         if not self.takes_pp():
             return base
         return ("NP", (base, self.prepositional_phrase()))
 
-    def prepositional_phrase(self) -> Tree:
-        return ("PP", (self.take("P"), self.noun_phrase()))
+    def prepositional_phrase(self, instrument: bool = False) -> Tree:
+        return ("PP", (self.take("P"), self.noun_phrase(instrument)))
 
     def verb_phrase(self) -> Tree:
         children = [self.take("V")]
         if self.peek() is not None:
             children.append(self.noun_phrase())
         if self.peek() == "with":  # only an instrument PP is left here
-            children.append(self.prepositional_phrase())
+            children.append(self.prepositional_phrase(instrument=True))
         return ("VP", tuple(children))
 
 
@@ -290,8 +294,13 @@ def _longest(symbols: tuple[str, ...], length: int) -> int:
         return max(totals, default=-1)
     if first in LEXICON:
         return 1 if length == 1 else -1
-    inner = max((_longest(rhs, length) for _, rhs in RULES[first]), default=-1)
-    return inner + 2 if inner >= 0 else -1  # its brackets
+    best = -1
+    for _, rhs in RULES[first]:
+        inner = _longest(rhs, length)
+        collapsed = len(rhs) == 1 and rhs[0] not in LEXICON  # NP -> NPB: one NP
+        if inner >= 0:
+            best = max(best, inner + (0 if collapsed else 2))  # + its brackets
+    return best
 
 
 # --- reading the model's output, and scoring it ----------------------------------
