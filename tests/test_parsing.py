@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from aiayn.__main__ import main
+from aiayn.decoding import beam_search
 from aiayn.model import Transformer
 from aiayn.parsing import (
     EXTRA_LENGTH,
@@ -210,3 +211,34 @@ def test_the_command_line_trains_the_parse_task(tmp_path):
         )
     assert status == 0, stderr.getvalue()
     assert "parse: 2 steps" in stdout.getvalue()
+
+
+def test_beam_search_without_the_k_finished_rule_never_scores_worse():
+    """Same beams until the rule would stop; after that, only more candidates."""
+    torch.manual_seed(1)
+    config = toy_model_config(
+        PARSE,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+    )
+    model = Transformer(config).eval()
+    batch = make_batch(PARSE, ["a cat hit", "the dog saw a cat", "a man liked the hat"])
+    target = PARSE.tgt_tokenizer
+    scores = {}
+    for rule in (True, False):
+        _, scores[rule] = beam_search(
+            model,
+            batch.src,
+            batch.src_pad_id,
+            target.bos_id,
+            target.eos_id,
+            30,
+            beam_size=21,
+            alpha=0.3,
+            return_scores=True,
+            stop_at_k_finished=rule,
+        )
+    assert (scores[False] >= scores[True] - 1e-6).all()
