@@ -33,7 +33,6 @@ $(SETUP): requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name aiayn --display-name "Python 3 (aiayn)" >/dev/null
 	touch $@
 
@@ -50,7 +49,7 @@ $(BUILD)/.src-stamp: $(SRC) $(SETUP)
 # that no executed chapter trains (or depends on the machine's speed, or on the order in which
 # the chapters run). A finished model is reused: only a change under src/ retrains.
 models: $(SETUP) $(BUILD)/.src-stamp
-	$(PY) -m aiayn.book_models --runs $(RUNS)
+	$(PY) -m aiayn.book_models --runs $(RUNS) --jobs 2
 
 # --- the book ----------------------------------------------------------------------------------
 book: $(SETUP) $(BUILD)/.src-stamp models
@@ -67,29 +66,36 @@ sync: $(SETUP)
 test: lint unit notebooks strict-book browser
 	@echo "make test: every check passed"
 
-# The library and tests, then the chapters' code: every chapter converted to a git-ignored
+# Spelling (codespell) over the book, the library and the tests; the library and tests, then the
+# chapters' code: every chapter converted to a git-ignored
 # notebook under $(LINT) (by jupytext, in one process: tests/to_notebooks.py) and checked cell
 # by cell with book/ruff.toml (88 columns, pyflakes).
 lint: $(SETUP)
+	$(VENV)/bin/codespell book src tests README.md LICENSE CITATION.cff _config.yml _toc.yml
 	$(VENV)/bin/ruff check src tests
 	rm -rf $(LINT)
 	$(PY) tests/to_notebooks.py $(LINT) $(CHAPTERS)
 	test "$$(ls $(LINT)/*.ipynb | wc -l)" -eq "$(words $(CHAPTERS))"
 	$(VENV)/bin/ruff check --config book/ruff.toml $(LINT)/*.ipynb
 
+# Two pytest-xdist workers, one per core; OMP_WAIT_POLICY=PASSIVE keeps the OpenMP threads of
+# one worker from spinning on the core that the other one needs.
 unit: $(SETUP)
-	$(PY) -m pytest tests
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -n 2 tests
 
 # Every chapter, converted to a git-ignored .ipynb, executed cell by cell by nbval. The outputs
 # of the chapters that pass are stored in the book's execution cache (tests/nbval_book_cache.py),
 # so the strict build below renders them instead of executing every chapter a second time.
+# Two chapters run at a time (pytest-xdist; --dist loadscope keeps a chapter's cells, in order,
+# on one worker).
 notebooks: $(SETUP) $(BUILD)/.src-stamp models
 	rm -rf $(NBVAL)
 	$(PY) tests/to_notebooks.py $(NBVAL) $(CHAPTERS)
 	test "$$(ls $(NBVAL)/*.ipynb | wc -l)" -eq "$(words $(CHAPTERS))"
 	rm -rf $(CACHE)
-	$(PY) -m pytest --nbval-lax --nbval-current-env -p tests.notebook_durations \
-	  -p tests.nbval_book_cache --book-cache $(CACHE) $(NBVAL)
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest --nbval-lax --nbval-current-env -n 2 \
+	  --dist loadscope -p tests.notebook_durations -p tests.nbval_book_cache \
+	  --book-cache $(CACHE) $(NBVAL)
 
 # Warnings are errors (-W), every reference must resolve (-n), failing cells raise;
 # --all rebuilds every page so that no warning hides behind an earlier build.

@@ -10,9 +10,14 @@ chapter a second time. A chapter that is not in the cache, or whose cells change
 since, is executed by the build as usual.
 
     pytest --nbval-lax -p tests.nbval_book_cache --book-cache CACHE NOTEBOOKS
+
+With pytest-xdist (``-n 2 --dist loadscope``: each notebook whole on one worker),
+every worker stores the chapters it ran, one worker at a time.
 """
 
+import fcntl
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 from jupyter_cache import get_cache
@@ -49,9 +54,29 @@ def pytest_sessionfinish(session):
     cache_dir = session.config.getoption("book_cache")
     if not cache_dir:
         return
-    cache = get_cache(cache_dir)
-    chapters = Path(session.config.getoption("book_chapters"))
-    cached = []
+    if _outputs:  # this process ran cells: the only one, or one of pytest-xdist's
+        with locked(Path(cache_dir).with_suffix(".lock")):
+            store(get_cache(cache_dir), Path(session.config.getoption("book_chapters")))
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(session.config, "workerinput"):
+        stored = len(get_cache(cache_dir).list_cache_records())
+        reporter.write_line(f"book cache {cache_dir}: {stored} chapters stored")
+
+
+@contextmanager
+def locked(path: Path):
+    """Hold an exclusive lock on ``path`` (the workers of ``pytest -n`` write one
+    cache)."""
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def store(cache, chapters: Path) -> None:
+    """Put every chapter whose cells all passed, with its outputs, into ``cache``."""
     for notebook, outputs in sorted(_outputs.items()):
         source = chapters / f"{Path(notebook).stem}.md"
         if notebook in _failed or not source.is_file():
@@ -62,10 +87,6 @@ def pytest_sessionfinish(session):
         seconds = {"execution_seconds": _seconds[notebook]}
         bundle = CacheBundleIn(executed, str(source.resolve()), data=seconds)
         cache.cache_notebook_bundle(bundle, check_validity=False, overwrite=True)
-        cached.append(source.stem)
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"book cache {cache_dir}: {len(cached)} chapters stored")
 
 
 def chapter_with_outputs(source: Path, outputs: dict[int, list]):

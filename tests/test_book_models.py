@@ -42,6 +42,22 @@ def test_main_trains_every_missing_model_once(tiny_book_models, tmp_path, capsys
     assert [line.split(":")[0] for line in printed] == ["copy", "reverse"]
 
 
+def test_main_trains_models_side_by_side(tiny_book_models, tmp_path, capsys):
+    assert book_models.main(["--runs", str(tmp_path), "--jobs", "2"]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["copy.pt", "reverse.pt"]
+    printed = capsys.readouterr().out.splitlines()  # in the order they finished
+    assert sorted(line.split(":")[0] for line in printed) == ["copy", "reverse"]
+    alone = book_models.book_model("copy", tmp_path)  # finished: loaded, not retrained
+    assert alone.finished and alone.config == tiny_book_models["copy"]
+
+
+def test_main_refuses_fewer_than_one_job(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        book_models.main(["--jobs", "0"])
+    assert exit_.value.code == 2
+    assert "--jobs must be at least 1" in capsys.readouterr().err
+
+
 def test_a_chapter_loads_a_finished_model_without_training(
     tiny_book_models, tmp_path, monkeypatch
 ):

@@ -10,6 +10,8 @@ import torch  # noqa: E402
 
 from aiayn import sinusoidal_encoding  # noqa: E402
 from aiayn.plots import (  # noqa: E402
+    draw_arrow,
+    draw_box,
     plot_attention,
     plot_attention_grid,
     plot_positional_encoding,
@@ -101,3 +103,22 @@ def test_positional_encoding_heatmap():
     assert ax.images[0].get_clim() == (-1.0, 1.0)
     with pytest.raises(ValueError, match="positions, d_model"):
         plot_positional_encoding(pe[0])
+
+
+def test_a_stacked_box_draws_one_card_per_copy_and_one_label():
+    fig, ax = plt.subplots()
+    draw_box(ax, 1.0, 2.0, "Linear", "#d8d3ee", width=0.8, copies=3)
+    assert len(ax.patches) == 3 and [t.get_text() for t in ax.texts] == ["Linear"]
+    front = ax.patches[-1]  # drawn last, on top: centred where asked
+    assert front.get_x() + front.get_width() / 2 == pytest.approx(1.0)
+    assert front.get_y() + front.get_height() / 2 == pytest.approx(2.0)
+
+
+def test_an_arrow_runs_through_its_points_and_ends_in_a_head():
+    fig, ax = plt.subplots()
+    draw_arrow(ax, (0, 0), (0, 1), (2, 1))
+    (line,) = ax.lines
+    assert list(line.get_xdata()) == [0, 0] and list(line.get_ydata()) == [0, 1]
+    assert len(ax.patches) == 1  # the head, from (0, 1) to (2, 1)
+    with pytest.raises(ValueError, match="at least 2 points"):
+        draw_arrow(ax, (0, 0))

@@ -1,6 +1,7 @@
 """The trained models of the book's final chapters, made once before any chapter runs.
 
     python -m aiayn.book_models            # trains what is missing in _build/runs
+    python -m aiayn.book_models --jobs 2   # two at a time, one thread each
 
 `make models` runs this before the chapters are executed (by nbval or by the book
 build), so that no chapter trains, whatever the order in which the chapters run and
@@ -12,7 +13,11 @@ opens one chapter in JupyterLab.
 import argparse
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
 from pathlib import Path
+
+import torch
 
 from aiayn.parsing import EXTRA_LENGTH, PARSE
 from aiayn.training import (
@@ -84,20 +89,47 @@ def book_model(name: str, runs: Path = RUNS, progress: bool = False) -> TrainSta
     return load_or_train(BOOK_MODELS[name], runs / f"{name}.pt", progress=progress)
 
 
+def train_book_model(name: str, config: TrainConfig, runs: Path, threads: int) -> str:
+    """Load or train one book model (in a worker process when --jobs > 1); a line
+    saying how long it took."""
+    if threads:
+        torch.set_num_threads(threads)
+    started = time.perf_counter()
+    state = load_or_train(config, runs / f"{name}.pt", progress=sys.stderr.isatty())
+    return (
+        f"{name}: {state.step} steps ({state.seconds:.0f} s of training), "
+        f"ready in {time.perf_counter() - started:.0f} s: {runs / name}.pt"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m aiayn.book_models", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--runs", type=Path, default=RUNS, help=f"default {RUNS}")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="models trained at once, each in its own process on one thread "
+        "(small models train faster side by side than one after another on "
+        "several threads); default 1, in this process",
+    )
     args = parser.parse_args(argv)
-    for name in BOOK_MODELS:
-        started = time.perf_counter()
-        state = book_model(name, args.runs, progress=sys.stderr.isatty())
-        print(
-            f"{name}: {state.step} steps ({state.seconds:.0f} s of training), "
-            f"ready in {time.perf_counter() - started:.0f} s: {args.runs / name}.pt",
-            flush=True,
-        )
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, not {args.jobs}")
+    if args.jobs == 1:
+        for name, config in BOOK_MODELS.items():
+            print(train_book_model(name, config, args.runs, threads=0), flush=True)
+        return 0
+    # the longest first (BOOK_MODELS's order), each to the next free process
+    with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
+        runs = [
+            pool.submit(train_book_model, name, config, args.runs, 1)
+            for name, config in BOOK_MODELS.items()
+        ]
+        for finished in as_completed(runs):
+            print(finished.result(), flush=True)
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Pictures of a model: attention maps and positional encodings, with matplotlib.
+"""Pictures of a model: attention maps and positional encodings, with matplotlib; and
+the boxes and arrows of the book's redrawings of the paper's Figures 1 and 2.
 
 Attention pictures follow one convention: rows are queries, columns are keys, tick
 labels are the tokens, and the colour scale runs from 0 to 1 (every row of attention
@@ -11,6 +12,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from torch import Tensor
 
 
@@ -131,3 +133,48 @@ def plot_positional_encoding(
         ax.set_title(title)
     ax.figure.colorbar(image, ax=ax, label="value")
     return ax
+
+
+def draw_box(
+    ax: Axes,
+    x: float,
+    y: float,
+    text: str,
+    colour: str,
+    width: float,
+    height: float = 0.42,
+    dashed: bool = False,
+    copies: int = 1,
+) -> None:
+    """A labelled, rounded box centred at (x, y), in data coordinates.
+
+    ``copies`` > 1 draws that many boxes offset up and to the right, like a stack of
+    cards: the paper's way of drawing one box per attention head.
+    """
+    for copy in reversed(range(copies)):
+        offset = 0.07 * copy
+        box = FancyBboxPatch(
+            (x - width / 2 + offset, y - height / 2 + offset),
+            width,
+            height,
+            boxstyle="round,pad=0.02,rounding_size=0.08",
+            facecolor=colour,
+            edgecolor="black",
+            linewidth=1,
+            linestyle="--" if dashed else "-",
+            zorder=2,
+        )
+        ax.add_patch(box)
+    ax.text(x, y, text, ha="center", va="center", fontsize=9, zorder=3)
+
+
+def draw_arrow(ax: Axes, *points: tuple[float, float]) -> None:
+    """A line through ``points`` (at least two), with an arrowhead at the last one."""
+    if len(points) < 2:
+        raise ValueError(f"an arrow needs at least 2 points, got {len(points)}")
+    xs, ys = zip(*points, strict=True)
+    ax.plot(xs[:-1], ys[:-1], color="black", linewidth=1, zorder=1)
+    head = FancyArrowPatch(
+        points[-2], points[-1], arrowstyle="-|>", mutation_scale=10, linewidth=1
+    )
+    ax.add_patch(head)

@@ -2,7 +2,9 @@
 
 For each page: it loads with no console error; every image has loaded; MathJax typeset
 every formula and no raw TeX delimiter is left in the text; the navigation lists every
-chapter; and `page_defects` finds none of the rendering defects a reader trips over:
+chapter; a chapter with code offers itself for download as .md and as an executed .ipynb
+that installs the library where it is missing, and a Binder launch; and `page_defects`
+finds none of the rendering defects a reader trips over:
 
 - ``raw-table``: a Markdown table shown as raw pipes instead of a table;
 - ``admonition-title``: an admonition whose body starts with what should be its title
@@ -21,11 +23,12 @@ clean page: the check cannot pass by checking nothing. Screenshots of two pages 
 saved under _build/screenshots/.
 """
 
+import json
 import pathlib
 
 import pytest
 import yaml
-from conftest import ROOT, SCREENSHOTS
+from conftest import HTML, ROOT, SCREENSHOTS
 
 # The one console message the theme is known to log, harmlessly, on a fresh profile.
 ALLOWED_CONSOLE_ERRORS = {"Got invalid theme mode: . Resetting to auto."}
@@ -40,6 +43,12 @@ def chapter_pages() -> list[str]:
     for part in toc.get("parts", []):
         files += [chapter["file"] for chapter in part["chapters"]]
     return [f"{pathlib.PurePosixPath(f).with_suffix('')}.html" for f in files]
+
+
+def is_notebook_chapter(path: str) -> bool:
+    """Whether the page comes from a chapter with code (a jupytext notebook)."""
+    source = (ROOT / path).with_suffix(".md")
+    return source.is_file() and "\nkernelspec:" in source.read_text(encoding="utf-8")
 
 
 PAGES = chapter_pages() + ["genindex.html", "search.html"]
@@ -211,8 +220,34 @@ def test_page_renders(browser, book_url, path):
         defects = page_defects(page)
         listed = "\n".join(defects)
         assert defects == [], f"{path}: {len(defects)} rendering defects:\n{listed}"
+        if is_notebook_chapter(path):
+            check_downloads(page, path, book_url)
     finally:
         page.close()
+
+
+def check_downloads(page, path: str, book_url: str) -> None:
+    """A chapter offers its .md and its executed .ipynb, both files of the built site,
+    the notebook opening with the cell that installs aiayn; and a Binder launch."""
+    links = page.evaluate(
+        "() => [...document.querySelectorAll('.dropdown-download-buttons a')]"
+        ".map(a => a.href)"
+    )
+    files = [link for link in links if link.endswith((".md", ".ipynb"))]
+    suffixes = sorted(pathlib.PurePosixPath(link).suffix for link in files)
+    assert suffixes == [".ipynb", ".md"], f"{path}: download links {links}"
+    for link in files:
+        local = HTML / link.removeprefix(f"{book_url}/")
+        assert local.is_file(), f"{path}: {link} is not in the built site"
+    binder = page.locator("a[href^='https://mybinder.org/v2/gh/']").count()
+    assert binder == 1, f"{path}: no Binder launch button"
+    notebook = json.loads(
+        (HTML / "_sources" / path).with_suffix(".ipynb").read_text(encoding="utf-8")
+    )
+    first, *cells = notebook["cells"]
+    assert "%pip install" in "".join(first["source"]), f"{path}: no install cell"
+    outputs = [cell["outputs"] for cell in cells if cell["cell_type"] == "code"]
+    assert any(outputs), f"{path}: the notebook has no outputs"
 
 
 # --- the check of the check ----------------------------------------------------------
