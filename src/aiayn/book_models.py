@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from aiayn.parsing import EXTRA_LENGTH, PARSE
 from aiayn.training import (
     TrainConfig,
     TrainState,
@@ -34,6 +35,9 @@ RUNS = Path(__file__).resolve().parents[2] / "_build" / "runs"
 # them.
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "book" / "measurements"
 
+# the parsing model's positions: its longest source + 300, as §6.3 decodes, + <s>
+PARSE_POSITIONS = PARSE.source_lengths[-1] + EXTRA_LENGTH + 1
+
 BOOK_MODELS = {
     # the hardest toy task with the command line's defaults ("Training the toy tasks")
     "reverse-repeats": TrainConfig(),
@@ -47,6 +51,20 @@ BOOK_MODELS = {
         task="reverse",
         model=toy_model_config("reverse", num_encoder_layers=1, num_decoder_layers=1),
         eval_every=100,
+    ),
+    # §6.3 in miniature ("English constituency parsing"): sentences of a toy grammar
+    # to their bracketed parse trees; outputs decoded up to input length + 300
+    "parse": TrainConfig(
+        task="parse",
+        model=toy_model_config("parse", max_positions=PARSE_POSITIONS),
+        batch_size=64,
+        length_power=1.0,  # a length L with probability ∝ L
+        steps=520,
+        warmup_steps=100,
+        lr_factor=1.0,
+        eval_every=520,
+        eval_size=200,
+        target_exact_match=None,
     ),
 }
 

@@ -163,6 +163,7 @@ def beam_search(
     alpha: float = 0.6,
     return_scores: bool = False,
     use_cache: bool = True,
+    stop_at_k_finished: bool = True,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Decode a batch of sources with beam search and GNMT's length penalty.
 
@@ -177,6 +178,9 @@ def beam_search(
     which makes beam_size=1 greedy decoding), when no beam can still beat its best
     finished hypothesis, or at its length limit, where its beams count as finished.
     use_cache=False recomputes every prefix at every step, with the same result.
+    stop_at_k_finished=False drops the first rule, as tensor2tensor does: with a small
+    vocabulary and a wide beam, k hypotheses that end early, and badly, can come before
+    the good one.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size={beam_size} must be at least 1")
@@ -221,7 +225,9 @@ def beam_search(
         ceiling = beam_scores[:, 0] / longest.clamp(
             min=length_penalty(length + 1, alpha)
         )
-        done = at_limit | (best.count[sources] >= k) | (best.scores[sources] >= ceiling)
+        done = at_limit | (best.scores[sources] >= ceiling)
+        if stop_at_k_finished:
+            done |= best.count[sources] >= k
         if done.all():
             break
         live = ~done

@@ -131,6 +131,12 @@ class Task(ABC):
         """Raise a ValueError, saying why, if ``source`` is not text the task reads."""
         self.src_tokenizer.encode(source)
 
+    def sample_held_out(
+        self, n: int, generator: torch.Generator, length: int | None = None
+    ) -> list[str]:
+        """n sources for the held-out splits: by default drawn as ``sample`` draws."""
+        return self.sample(n, generator, length=length)
+
 
 def reverse_repeats(digits: list[str]) -> list[str]:
     """Even-numbered occurrences of a digit become X; then the sequence is reversed.
@@ -259,7 +265,8 @@ def held_out_sources(
     generator = torch.Generator().manual_seed(HELD_OUT_SEEDS[split])
     sources: list[str] = []
     while len(sources) < n:
-        drawn = task.sample(1024, generator, length=length)  # rejection sampling
+        # rejection sampling
+        drawn = task.sample_held_out(1024, generator, length=length)
         sources += [source for source in drawn if held_out_split(source) == split]
     return sources[:n]
 
@@ -321,3 +328,7 @@ def make_batch(task: Task, sources: list[str]) -> Batch:
         src_pad_id=source.pad_id,
         tgt_pad_id=target.pad_id,
     )
+
+
+# The parsing task of §6.3 builds on this module; importing it adds "parse" to TASKS.
+import aiayn.parsing  # noqa: E402, F401
