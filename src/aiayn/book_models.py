@@ -19,6 +19,7 @@ from aiayn.training import (
     TrainState,
     load_checkpoint,
     new_run,
+    task_config,
     toy_model_config,
     train,
 )
@@ -43,6 +44,10 @@ BOOK_MODELS = {
         model=toy_model_config("reverse", num_encoder_layers=1, num_decoder_layers=1),
         eval_every=100,
     ),
+    # number words into German and French ("Translation in miniature"), with the
+    # command line's defaults for these tasks (their train_defaults)
+    "en-de": task_config("en-de"),
+    "en-fr": task_config("en-fr"),
 }
 
 
