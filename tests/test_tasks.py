@@ -47,7 +47,9 @@ def test_unknown_task_names_the_known_ones():
 def test_the_digit_tasks_share_one_vocabulary_with_the_ids_of_part_ii():
     assert DIGITS.tokens == ("<pad>", "<s>", "</s>", *"0123456789", "X")
     assert (DIGITS.pad_id, DIGITS.bos_id, DIGITS.eos_id, len(DIGITS)) == (0, 1, 2, 14)
-    for task in tasks.TASKS.values():
+    digit_tasks = [t for t in tasks.TASKS.values() if isinstance(t, tasks.DigitTask)]
+    assert len(digit_tasks) == 3
+    for task in digit_tasks:
         assert task.src_tokenizer is task.tgt_tokenizer is DIGITS
         assert task.source_lengths == range(1, 11) and task.held_out_length == 10
 

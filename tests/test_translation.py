@@ -30,8 +30,25 @@ from aiayn.translation import (
     translation_scores,
 )
 
-EDGES = [0, 1, 21, 101, 1000, 1001, 1100, 21000, 101101, 200000, 80000, 1000001,
-         2000000, 80000000, 1000000050, 101101101101, translation.LARGEST]
+EDGES = [
+    0,
+    1,
+    21,
+    101,
+    1000,
+    1001,
+    1100,
+    21000,
+    101101,
+    200000,
+    80000,
+    1000001,
+    2000000,
+    80000000,
+    1000000050,
+    101101101101,
+    translation.LARGEST,
+]
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +81,15 @@ def test_numbers_mix_magnitudes_and_stay_in_range():
 def test_read_english_inverts_spell_and_refuses_anything_else():
     for number in EDGES:
         assert read_english(spell(number, "en")) == number
-    for bad in ["twentyone", "one hundred one", "twenty-one ", "one trillion",
-                "one thousand billion", "", "one hundred and"]:
+    for bad in [
+        "twentyone",
+        "one hundred one",
+        "twenty-one ",
+        "one trillion",
+        "one thousand billion",
+        "",
+        "one hundred and",
+    ]:
         with pytest.raises(ValueError):
             read_english(bad)
 
@@ -112,8 +136,14 @@ def test_token_budget_batches_fill_the_budget_and_sort_by_length():
 
 
 def test_a_training_step_takes_a_budget_batch(tiny):
-    model = toy_model_config(tiny, d_model=16, nhead=2, num_encoder_layers=1,
-                             num_decoder_layers=1, dim_feedforward=32)
+    model = toy_model_config(
+        tiny,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+    )
     config = TrainConfig(task=tiny.name, model=model, max_tokens=200, device="cpu")
     state = new_run(config)
     generator = torch.Generator().manual_seed(config.seed)
@@ -128,8 +158,14 @@ def test_a_training_step_takes_a_budget_batch(tiny):
 
 
 def test_a_checkpoint_refuses_another_vocabulary(tiny, tmp_path, monkeypatch):
-    model = toy_model_config(tiny, d_model=16, nhead=2, num_encoder_layers=1,
-                             num_decoder_layers=1, dim_feedforward=32)
+    model = toy_model_config(
+        tiny,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+    )
     state = new_run(TrainConfig(task=tiny.name, model=model, device="cpu"))
     save_checkpoint(state, tmp_path / "run.pt")
     assert load_checkpoint(tmp_path / "run.pt").step == 0
@@ -144,11 +180,13 @@ def test_a_checkpoint_refuses_another_vocabulary(tiny, tmp_path, monkeypatch):
 
 
 def test_scores_exact_match_bleu_and_chrf():
-    references = ["einundzwanzig", "zwei Millionen eins"]
+    references = ["zwei Millionen eins", "eine Milliarde drei Millionen zwei"]
     perfect = translation_scores(references, references)
     assert perfect["exact_match"] == 1 and perfect["bleu"] == pytest.approx(100)
     assert perfect["chrf"] == pytest.approx(100)
     assert "tok:13a" in perfect["bleu_signature"]
+    one_word = translation_scores(["einundzwanzig"], ["einundzwanzig"])
+    assert one_word["bleu"] == 0 and one_word["chrf"] == pytest.approx(100)
     near = translation_scores(["zweiundzwanzig"], ["einundzwanzig"])
     assert near["bleu"] == 0 and near["chrf"] > 50  # one word, wrong: no n-gram
 
@@ -165,9 +203,24 @@ def test_the_cli_defaults_are_the_tasks_own():
 def checkpoint(tmp_path_factory):
     """A barely trained en-de model: enough for the command line's plumbing."""
     path = tmp_path_factory.mktemp("runs") / "en-de.pt"
-    args = ["train", "--task", "en-de", "--out", str(path), "--steps", "2",
-            "--eval-size", "4", "--quiet", "--device", "cpu"]
-    assert main(args) == 0
+    small = dataclasses.replace(get_task("en-de"), corpus_size=2000)  # same vocabulary
+    args = [
+        "train",
+        "--task",
+        "en-de",
+        "--out",
+        str(path),
+        "--steps",
+        "2",
+        "--eval-size",
+        "4",
+        "--quiet",
+        "--device",
+        "cpu",
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(TASKS, "en-de", small)
+        assert main(args) == 0
     return path
 
 
@@ -180,8 +233,9 @@ def test_cli_evaluate_reports_bleu_chrf_and_exact_match(checkpoint, capsys):
     assert main(["evaluate", "--checkpoint", str(checkpoint), "--length", "3"]) == 2
 
 
-def test_cli_predict_reads_arguments_and_standard_input(checkpoint, capsys,
-                                                        monkeypatch):
+def test_cli_predict_reads_arguments_and_standard_input(
+    checkpoint, capsys, monkeypatch
+):
     capsys.readouterr()
     args = ["predict", "--checkpoint", str(checkpoint)]
     assert main([*args, "twenty-one", "one thousand and one"]) == 0
@@ -192,8 +246,24 @@ def test_cli_predict_reads_arguments_and_standard_input(checkpoint, capsys,
 
 
 @pytest.mark.parametrize("bad", ["twentyone", "one hundred one", "a <s>", "1 2"])
-def test_cli_predict_refuses_what_is_not_a_number_in_one_line(checkpoint, capsys,
-                                                              bad):
+def test_cli_predict_refuses_what_is_not_a_number_in_one_line(checkpoint, capsys, bad):
     assert main(["predict", "--checkpoint", str(checkpoint), bad]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "error:" in error
+
+
+def test_the_rule_alignment_swaps_units_and_tens_in_german():
+    source = "twenty-one"
+    labels = translation.place_labels(21, "de")  # einundzwanzig
+    assert labels[0] == {(0, "units")} and labels[3] == set()  # ein, und
+    assert labels[-1] == {(0, "tens")}
+    src_tokens = ["▁twenty", "-", "one"]
+    aligned = translation.rule_alignment(
+        source, ["▁ein", "und", "zwanzig"], src_tokens, "de"
+    )
+    assert aligned == [{2}, set(), {0}]
+    for number in draw_numbers(200, torch.Generator().manual_seed(3)):
+        for language in ("en", "de"):  # every digit's place is written somewhere
+            places = set().union(*translation.place_labels(number, language))
+            digits = {(g, p) for (g, p) in places if p != "scale"}
+            assert len(digits) >= sum(d != "0" for d in str(number)) or number == 0

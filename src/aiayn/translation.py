@@ -26,8 +26,8 @@ from functools import cache, cached_property
 
 import torch
 from num2words import num2words
-from tokenizers import Tokenizer as BPETokenizer
 from sacrebleu.metrics import BLEU, CHRF
+from tokenizers import Tokenizer as BPETokenizer
 from tokenizers import models, pre_tokenizers, trainers
 from torch import nn
 
@@ -52,7 +52,7 @@ def groups(number: int) -> tuple[int, int, int, int]:
 
 
 def spell(number: int, language: str) -> str:
-    """num2words(number, lang=language) for 0 <= number <= LARGEST, language en/de/fr."""
+    """num2words(number, lang=language), 0 <= number <= LARGEST; language en, de, fr."""
     if not 0 <= number <= LARGEST:
         raise ValueError(f"{number} is outside 0..{LARGEST:,}")
     if number < 1000:
@@ -63,7 +63,9 @@ def spell(number: int, language: str) -> str:
 def spell_english(billions: int, millions: int, thousands: int, units: int) -> str:
     """'one million, two thousand and three': groups joined by commas, the last by
     'and' when it is below a hundred."""
-    named = zip((billions, millions, thousands), ("billion", "million", "thousand"))
+    named = zip(
+        (billions, millions, thousands), ("billion", "million", "thousand"), strict=True
+    )
     parts = [f"{group_words(g, 'en')} {name}" for g, name in named if g]
     text = ", ".join(parts)
     if units:
@@ -77,13 +79,17 @@ def spell_german(billions: int, millions: int, thousands: int, units: int) -> st
     own, tausend is glued to its group (num2words writes 101,000 as
     'einhunderteinstausend'), and the units to the thousands."""
     parts = []
-    for g, one, many in ((billions, "Milliarde", "Milliarden"),
-                         (millions, "Million", "Millionen")):
+    for g, one, many in (
+        (billions, "Milliarde", "Milliarden"),
+        (millions, "Million", "Millionen"),
+    ):
         if g:
             parts.append(f"eine {one}" if g == 1 else f"{group_words(g, 'de')} {many}")
     low = ""
     if thousands:
-        low = "eintausend" if thousands == 1 else group_words(thousands, "de") + "tausend"
+        low = (
+            "eintausend" if thousands == 1 else group_words(thousands, "de") + "tausend"
+        )
     if units:
         low += group_words(units, "de")
     return " ".join(parts + ([low] if low else []))
@@ -258,7 +264,9 @@ def token_budget_batches(
     """
     if max(max(src_lengths), max(tgt_lengths)) > max_tokens:
         raise ValueError(f"a sequence is longer than max_tokens={max_tokens}")
-    order = sorted(range(len(src_lengths)), key=lambda i: (src_lengths[i], tgt_lengths[i]))
+    order = sorted(
+        range(len(src_lengths)), key=lambda i: (src_lengths[i], tgt_lengths[i])
+    )
     batches: list[list[int]] = [[]]
     longest_src = longest_tgt = 0
     for i in order:
@@ -274,7 +282,7 @@ def token_budget_batches(
 # ------------------------------------------------------------------------- the tasks
 
 CORPUS_SEED = 3003  # the training corpus's numbers
-VOCABULARY_PAIRS = 10_000  # the pairs the vocabulary is learnt from
+VOCABULARY_PAIRS = 4000  # the pairs the vocabulary is learnt from
 
 
 @dataclass(frozen=True)
@@ -408,8 +416,10 @@ TENS = {
     "de": "zwanzig dreißig vierzig fünfzig sechzig siebzig achtzig neunzig".split(),
 }
 HUNDRED = {"en": "hundred", "de": "hundert"}
-SCALE_WORDS = {"en": ("billion", "million", "thousand"),
-               "de": ("Milliarde", "Million", "tausend")}
+SCALE_WORDS = {
+    "en": ("billion", "million", "thousand"),
+    "de": ("Milliarde", "Million", "tausend"),
+}
 PLACES = ("units", "tens", "hundreds", "scale")
 
 
@@ -423,7 +433,9 @@ def group_pieces(value: int, scale: int, language: str) -> list[tuple[str, set]]
         pieces += [(UNITS[language][hundreds - 1], place), (HUNDRED[language], place)]
     units = [(UNITS[language][rest % 10 - 1], {(scale, "units")})] if rest % 10 else []
     if 10 <= rest < 20:
-        return pieces + [(TEENS[language][rest - 10], {(scale, "tens"), (scale, "units")})]
+        return pieces + [
+            (TEENS[language][rest - 10], {(scale, "tens"), (scale, "units")})
+        ]
     tens = [(TENS[language][rest // 10 - 2], {(scale, "tens")})] if rest >= 20 else []
     return pieces + (tens + units if language == "en" else units + tens)
 
