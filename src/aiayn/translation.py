@@ -540,15 +540,15 @@ def training_flops(
 
 
 # The translation chapter's training, `python -m aiayn train --task en-de`'s defaults:
-# batches of at most MAX_TOKENS padded tokens a side, the learning rate of Eq. (3)
+# batches of at most max_tokens padded tokens a side, the learning rate of Eq. (3)
 # halved, one evaluation of the averaged snapshots at the end.
 TRAIN_DEFAULTS = dict(
     model=dict(d_model=64, nhead=4, num_encoder_layers=2, num_decoder_layers=2),
     max_tokens=1500,
-    steps=600,
+    steps=450,
     warmup_steps=200,
     lr_factor=0.5,
-    eval_every=600,
+    eval_every=450,
     eval_size=300,
     target_exact_match=None,
 )
