@@ -151,6 +151,8 @@ def test_a_training_step_takes_a_budget_batch(tiny):
     assert expected.src.numel() <= 200 and expected.tgt_out.numel() <= 200
     record = train_step(state)
     assert torch.isfinite(torch.as_tensor(record["loss"]))
+    # the step drew what training_flops draws again: one batch from the data stream
+    assert torch.equal(state.data_rng.get_state(), generator.get_state())
     flops = translation.training_flops(state.model, tiny, 200, config.seed, 1)
     assert 0 < flops < 6 * sum(p.numel() for p in state.model.parameters()) * 400
     with pytest.raises(ValueError, match="no token-budget batches"):
