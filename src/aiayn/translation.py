@@ -293,7 +293,7 @@ class NumberWordsTask(Task):
     name: str
     language: str  # num2words' language of the targets: "de" or "fr"
     description: str
-    vocab_size: int = 250
+    vocab_size: int = 160
     corpus_size: int = 60_000
     held_out_length: None = None  # held-out sources are drawn as training draws them
     # the TrainConfig fields that training.task_config starts from
