@@ -98,7 +98,7 @@ def test_the_test_split_is_disjoint_from_training_and_validation():
     task = get_task("en-de")
     test = held_out_sources(task, "test", 200)
     validation = held_out_sources(task, "validation", 200)
-    assert {task.split_of(s) for s in test} == {"test"}
+    assert {number_split(read_english(s)) for s in test} == {"test"}
     assert not set(test) & set(validation)
     corpus_numbers = task.corpus_stream(5000)
     assert {number_split(k) for k in corpus_numbers} == {"train"}

@@ -19,14 +19,12 @@ model learns when to stop, and every source, so that the last digit is easy to f
 reversal starts there).
 """
 
-import hashlib
 import zlib
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from types import MappingProxyType
 
 import torch
 from torch import Tensor
@@ -90,11 +88,6 @@ class Tokenizer:
             raise ValueError(f"tokens {unknown} are not in the vocabulary")
         return [self.ids[t] for t in tokens]
 
-    @property
-    def fingerprint(self) -> str:
-        """A hash of the vocabulary: checkpoints store it, loading compares it."""
-        return hashlib.sha256("\n".join(self.tokens).encode()).hexdigest()[:16]
-
     def decode(self, ids: list[int]) -> str:
         """Token ids -> text: stop at the first end token, skip pad and start tokens."""
         tokens = []
@@ -123,9 +116,6 @@ class Task(ABC):
     source_lengths: range
     held_out_length: int | None
     longest_sequence: int
-    # TrainConfig fields that `python -m aiayn train --task NAME` defaults to
-    # (training.task_config); "model" holds toy_model_config's shape fields
-    train_defaults = MappingProxyType({})
 
     @abstractmethod
     def target(self, source: str) -> str:
@@ -140,10 +130,6 @@ class Task(ABC):
     def check_source(self, source: str) -> None:
         """Raise a ValueError, saying why, if ``source`` is not text the task reads."""
         self.src_tokenizer.encode(source)
-
-    def split_of(self, source: str) -> str:
-        """The held-out split a source belongs to (``held_out_split``)."""
-        return held_out_split(source)
 
 
 def reverse_repeats(digits: list[str]) -> list[str]:
@@ -261,7 +247,7 @@ def held_out_sources(
     """n random sources from the "validation" or the "test" split of a task.
 
     Of ``task.held_out_length`` tokens, unless ``length`` is given. Every possible
-    source belongs to exactly one split (``task.split_of``), so the two never share a
+    source belongs to exactly one split (``held_out_split``), so the two never share a
     sequence, at any length. Each split draws from its own seeded generator and keeps
     the sources of its half; a smaller n gives a prefix of a larger one.
     """
@@ -274,7 +260,7 @@ def held_out_sources(
     sources: list[str] = []
     while len(sources) < n:
         drawn = task.sample(1024, generator, length=length)  # rejection sampling
-        sources += [source for source in drawn if task.split_of(source) == split]
+        sources += [source for source in drawn if held_out_split(source) == split]
     return sources[:n]
 
 

@@ -3,6 +3,7 @@ checkpoints."""
 
 import contextlib
 import copy
+import hashlib
 import os
 import signal
 import tempfile
@@ -110,7 +111,7 @@ class TrainConfig:
 def task_config(task: str, **fields) -> TrainConfig:
     """A TrainConfig with the task's own defaults (``Task.train_defaults``), then
     ``fields``: what `python -m aiayn train --task NAME` trains."""
-    defaults = dict(get_task(task).train_defaults)
+    defaults = dict(getattr(get_task(task), "train_defaults", {}))
     shape = defaults.pop("model", None)
     if shape is not None:
         defaults["model"] = toy_model_config(task, **shape)
@@ -446,8 +447,12 @@ class VocabularyMismatch(ValueError):
 
 
 def vocabulary_fingerprints(task: Task) -> list[str]:
-    """The fingerprints of a task's source and target vocabularies."""
-    return [task.src_tokenizer.fingerprint, task.tgt_tokenizer.fingerprint]
+    """Hashes of a task's source and target tokenizers (their tokens, special tokens
+    and, for a subword tokenizer, merges): equal only for the same vocabularies."""
+    return [
+        hashlib.sha256(repr(tokenizer).encode()).hexdigest()[:16]
+        for tokenizer in (task.src_tokenizer, task.tgt_tokenizer)
+    ]
 
 
 def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:

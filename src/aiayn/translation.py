@@ -5,8 +5,8 @@
 
 The numbers run from 0 to 999,999,999,999; a source draws its number of digits
 uniformly, then the number, so that short and long numbers both occur. Every number
-belongs to one split, fixed by a hash of the number (``number_split``): the test and
-validation numbers never occur in training. The words are the ``num2words`` package's:
+belongs to one split, fixed by hashes (``number_split``): the test and validation
+numbers never occur in training. The words are the ``num2words`` package's:
 it spells each three-digit group, once, and ``spell`` puts the groups together with
 the scale words as num2words does (tests check that the two agree), far faster than
 a num2words call.
@@ -17,7 +17,6 @@ cut from that corpus by approximate length within a token budget
 (``token_budget_batches``).
 """
 
-import hashlib
 import json
 import re
 import zlib
@@ -31,7 +30,7 @@ from tokenizers import Tokenizer as BPETokenizer
 from tokenizers import models, pre_tokenizers, trainers
 from torch import nn
 
-from aiayn.tasks import TASKS, Task, Tokenizer
+from aiayn.tasks import TASKS, Task, Tokenizer, held_out_split
 
 LARGEST = 10**12 - 1  # the largest number of the tasks: 999,999,999,999
 MAX_DIGITS = len(str(LARGEST))
@@ -151,13 +150,15 @@ def read_english(text: str) -> int:
     return number
 
 
-HELD_OUT_SHARE = 20  # one number in 20 is a validation number, one in 20 a test one
+HELD_OUT_SHARE = 10  # one number in 10 is held out: a validation or a test number
 
 
 def number_split(number: int) -> str:
-    """'train', 'validation' or 'test': fixed by a hash of the number."""
-    bucket = zlib.crc32(str(number).encode()) % HELD_OUT_SHARE
-    return {0: "validation", 1: "test"}.get(bucket, "train")
+    """'train', 'validation' or 'test': a hash of the number decides whether it is held
+    out, and a hash of its English words which held-out split (``held_out_split``)."""
+    if zlib.crc32(str(number).encode()) % HELD_OUT_SHARE:
+        return "train"
+    return held_out_split(spell(number, "en"))
 
 
 def draw_numbers(n: int, generator: torch.Generator) -> list[int]:
@@ -214,12 +215,6 @@ class SubwordTokenizer(Tokenizer):
     def join(self, tokens: list[str]) -> str:
         """The inverse of ``split``."""
         return "".join(tokens).replace("▁", " ").removeprefix(" ")
-
-    @property
-    def fingerprint(self) -> str:
-        """A hash of the tokens and the merges: equal only for the same vocabulary."""
-        text = json.dumps([self.tokens, self.merges], ensure_ascii=False)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 PRE_TOKENIZER = pre_tokenizers.Sequence(
@@ -307,17 +302,18 @@ class NumberWordsTask(Task):
         """Refuse text that is not num2words' English for a number of the task."""
         read_english(source)
 
-    def split_of(self, source: str) -> str:
-        """The split a source's number belongs to: train, validation or test."""
-        return number_split(read_english(source))
-
     def sample(
         self, n: int, generator: torch.Generator, length: int | None = None
     ) -> list[str]:
-        """n random English sources, of any split; ``length`` is not supported."""
+        """n random held-out sources, English for validation and test numbers (training
+        reads ``corpus`` instead); ``length`` is not supported."""
         if length is not None:
             raise ValueError(f"{self.name} draws numbers, not sources of a length")
-        return [spell(number, "en") for number in draw_numbers(n, generator)]
+        numbers: list[int] = []
+        while len(numbers) < n:
+            drawn = draw_numbers(4 * HELD_OUT_SHARE * n, generator)
+            numbers += [k for k in drawn if number_split(k) != "train"]
+        return [spell(number, "en") for number in numbers[:n]]
 
     def corpus_stream(self, n: int) -> list[int]:
         """The first n numbers of the training corpus: drawn, kept if in training."""
