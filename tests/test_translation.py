@@ -100,6 +100,8 @@ def test_the_test_split_is_disjoint_from_training_and_validation():
     validation = held_out_sources(task, "validation", 200)
     assert {number_split(read_english(s)) for s in test} == {"test"}
     assert not set(test) & set(validation)
+    assert min(read_english(s) for s in test) >= 1000  # the words stay in training
+    assert {number_split(k) for k in range(1000)} == {"train"}
     corpus_numbers = task.corpus_stream(5000)
     assert {number_split(k) for k in corpus_numbers} == {"train"}
     assert not {read_english(s) for s in test} & set(corpus_numbers)
