@@ -4,6 +4,8 @@
     python -m aiayn evaluate --checkpoint runs/reverse-repeats.pt --n 10000
     python -m aiayn predict --checkpoint runs/reverse-repeats.pt "0 1 5 9 0 3 5 2 5"
     python -m aiayn predict --checkpoint runs/reverse-repeats.pt --beam 4 "1 2"
+    python -m aiayn train --task en-de --out runs/en-de.pt
+    python -m aiayn predict --checkpoint runs/en-de.pt --beam 4 "twenty-one"
 
 Bad input (an unknown task or option value, an --out that cannot be written or that
 another run is writing, a missing or corrupt checkpoint, a token outside the vocabulary,
@@ -44,12 +46,16 @@ from aiayn.training import (
     TrainConfig,
     TrainingInterrupted,
     TrainState,
+    VocabularyMismatch,
     load_checkpoint,
     new_run,
+    task_config,
     train,
 )
+from aiayn.translation import NumberWordsTask, translation_scores
 
-KEPT_ON_RESUME = ("task", "seed", "batch_size", "eval_size", "device")  # define the run
+# define the run
+KEPT_ON_RESUME = ("task", "seed", "batch_size", "max_tokens", "eval_size", "device")
 CHANGED_ON_RESUME = ("steps", "target_exact_match")  # extend it
 
 
@@ -99,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python -m aiayn",
         description="Train, evaluate and run the Transformer of 'Attention Is All You "
-        "Need' on toy sequence tasks.",
+        "Need' on toy sequence tasks and on number-word translation (en-de, en-fr).",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     defaults = TrainConfig()
@@ -125,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help=f"random seed (default {defaults.seed})")
     p.add_argument(
         "--batch-size", type=positive_int, help=f"default {defaults.batch_size}"
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        help="a token budget per batch instead of --batch-size (default: the "
+        "translation tasks' own)",
     )
     p.add_argument(
         "--device", help="cpu, cuda, cuda:N or mps (default: cuda if available)"
@@ -372,7 +384,11 @@ def fresh_run(args: argparse.Namespace) -> TrainState:
         )
     options = {name: getattr(args, name) for name in KEPT_ON_RESUME + CHANGED_ON_RESUME}
     given = {name: value for name, value in options.items() if value is not None}
-    return new_run(TrainConfig(**given))
+    try:  # the task's own defaults (the translation chapter's), then the options
+        config = task_config(given.pop("task", TrainConfig.task), **given)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return new_run(config)
 
 
 def resumed_run(args: argparse.Namespace) -> TrainState:
@@ -415,6 +431,8 @@ def summary(state: TrainState, out: Path) -> str:
 def run_evaluate(args: argparse.Namespace) -> int:
     state = open_checkpoint(args.checkpoint)
     task = state.task
+    if isinstance(task, NumberWordsTask):
+        return evaluate_translation(state, args)
     lengths = task.source_lengths
     if args.length is not None and args.length not in lengths:
         raise UsageError(
@@ -429,6 +447,24 @@ def run_evaluate(args: argparse.Namespace) -> int:
     print(f"decoding:       {decoding_name(args)}")
     print(f"exact match:    {scores['exact_match']:.4f}")
     print(f"token accuracy: {scores['token_accuracy']:.4f}")
+    return 0
+
+
+def evaluate_translation(state: TrainState, args: argparse.Namespace) -> int:
+    """Exact match, BLEU and chrF of a translation checkpoint on held-out numbers."""
+    if args.length is not None:
+        raise UsageError(f"--length: {state.task.name} draws numbers, not lengths")
+    sources = held_out_sources(state.task, args.split, args.n)
+    decoding = {"beam_size": args.beam, "alpha": args.alpha}
+    predictions = predict(state.averaged_model(), state.task, sources, **decoding)
+    references = [state.task.target(source) for source in sources]
+    scores = translation_scores(predictions, references)
+    print(f"task:           {state.task.name}")
+    print(f"sources:        {args.n} numbers of the {args.split} split")
+    print(f"decoding:       {decoding_name(args)}")
+    print(f"exact match:    {scores['exact_match']:.4f}")
+    print(f"BLEU:           {scores['bleu']:.2f}  ({scores['bleu_signature']})")
+    print(f"chrF:           {scores['chrf']:.2f}  ({scores['chrf_signature']})")
     return 0
 
 
@@ -499,7 +535,7 @@ def open_checkpoint(path: Path) -> TrainState:
             warnings.simplefilter("ignore")  # the error below says all there is to say
             state = load_checkpoint(path)
             state.averaged_model()  # a snapshot that does not fit the model fails here
-    except distributed.WorldSizeError as error:
+    except (distributed.WorldSizeError, VocabularyMismatch) as error:
         raise UsageError(str(error)) from None
     except (
         Exception

@@ -25,6 +25,7 @@ from aiayn.training import (
     TrainState,
     load_checkpoint,
     new_run,
+    task_config,
     toy_model_config,
     train,
 )
@@ -38,20 +39,13 @@ MEASUREMENTS = Path(__file__).resolve().parents[2] / "book" / "measurements"
 # the parsing model's positions: its longest source + 300, as §6.3 decodes, + <s>
 PARSE_POSITIONS = PARSE.source_lengths[-1] + EXTRA_LENGTH + 1
 
-BOOK_MODELS = {
+BOOK_MODELS = {  # the longest first: `--jobs` hands them out in this order
     # the hardest toy task with the command line's defaults ("Training the toy tasks")
     "reverse-repeats": TrainConfig(),
-    # moving digits by position needs one layer a side; short runs, evaluated more often
-    "copy": TrainConfig(
-        task="copy",
-        model=toy_model_config("copy", num_encoder_layers=1, num_decoder_layers=1),
-        eval_every=100,
-    ),
-    "reverse": TrainConfig(
-        task="reverse",
-        model=toy_model_config("reverse", num_encoder_layers=1, num_decoder_layers=1),
-        eval_every=100,
-    ),
+    # number words into French and German ("Translation in miniature"), with the
+    # command line's defaults for these tasks (their train_defaults)
+    "en-fr": task_config("en-fr"),
+    "en-de": task_config("en-de"),
     # §6.3 in miniature ("English constituency parsing"): sentences of a toy grammar
     # to their bracketed parse trees; outputs decoded up to input length + 300
     "parse": TrainConfig(
@@ -65,6 +59,17 @@ BOOK_MODELS = {
         eval_every=520,
         eval_size=200,
         target_exact_match=None,
+    ),
+    # moving digits by position needs one layer a side; short runs, evaluated more often
+    "copy": TrainConfig(
+        task="copy",
+        model=toy_model_config("copy", num_encoder_layers=1, num_decoder_layers=1),
+        eval_every=100,
+    ),
+    "reverse": TrainConfig(
+        task="reverse",
+        model=toy_model_config("reverse", num_encoder_layers=1, num_decoder_layers=1),
+        eval_every=100,
     ),
 }
 

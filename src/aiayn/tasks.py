@@ -330,5 +330,6 @@ def make_batch(task: Task, sources: list[str]) -> Batch:
     )
 
 
-# The parsing task of §6.3 builds on this module; importing it adds "parse" to TASKS.
+# The tasks of Part III build on this module; importing them adds them to TASKS.
 import aiayn.parsing  # noqa: E402, F401
+import aiayn.translation  # noqa: E402, F401

@@ -3,6 +3,7 @@ checkpoints."""
 
 import contextlib
 import copy
+import hashlib
 import os
 import signal
 import tempfile
@@ -57,6 +58,10 @@ class TrainConfig:
     # the model to train; None: toy_model_config(task)
     model: TransformerConfig | None = None
     batch_size: int = 256
+    # a token budget instead: each batch is one of the task's batches of pairs of
+    # similar length, with at most max_tokens padded tokens a side (§5.1); None:
+    # batch_size sources
+    max_tokens: int | None = None
     # a training source of L tokens has probability ∝ L**length_power
     length_power: float = 4.0
     # the share of training sources drawn from a few digits (training_sources);
@@ -90,6 +95,8 @@ class TrainConfig:
             raise ValueError(
                 f"task {self.task} has no digits: few_digits_share must be 0"
             )
+        if self.max_tokens is not None and not hasattr(task, "budget_batch"):
+            raise ValueError(f"task {self.task} has no token-budget batches")
         if self.model is None:
             self.model = toy_model_config(task)
         sizes = len(task.src_tokenizer), len(task.tgt_tokenizer)
@@ -99,6 +106,16 @@ class TrainConfig:
                 f"{self.model.tgt_vocab}, but task {self.task} has {sizes[0]} source "
                 f"and {sizes[1]} target tokens"
             )
+
+
+def task_config(task: str, **fields) -> TrainConfig:
+    """A TrainConfig with the task's own defaults (``Task.train_defaults``), then
+    ``fields``: what `python -m aiayn train --task NAME` trains."""
+    defaults = dict(getattr(get_task(task), "train_defaults", {}))
+    shape = defaults.pop("model", None)
+    if shape is not None:
+        defaults["model"] = toy_model_config(task, **shape)
+    return TrainConfig(task=task, **defaults | fields)
 
 
 @dataclass
@@ -232,7 +249,9 @@ def train_step(state: TrainState, sources: list[str] | None = None) -> dict:
     the processes' batches (``distributed.global_batch_loss``).
     """
     config, model = state.config, state.model
-    if sources is None:
+    if sources is None and config.max_tokens is not None:
+        sources = state.task.budget_batch(config.max_tokens, state.data_rng)
+    elif sources is None:
         sources = training_sources(
             state.task,
             config.batch_size,
@@ -406,6 +425,7 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
         "history": state.history,
         "seconds": state.seconds,
         "snapshots": state.snapshots,
+        "vocabulary": vocabulary_fingerprints(state.task),
         **random_state,  # rank 0's
         "processes": processes,  # each rank's, by rank
     }
@@ -422,6 +442,19 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
     os.replace(temporary, path)
 
 
+class VocabularyMismatch(ValueError):
+    """A checkpoint whose token ids mean other tokens than its task's today."""
+
+
+def vocabulary_fingerprints(task: Task) -> list[str]:
+    """Hashes of a task's source and target tokenizers (their tokens, special tokens
+    and, for a subword tokenizer, merges): equal only for the same vocabularies."""
+    return [
+        hashlib.sha256(repr(tokenizer).encode()).hexdigest()[:16]
+        for tokenizer in (task.src_tokenizer, task.tgt_tokenizer)
+    ]
+
+
 def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
     """Rebuild a run from a checkpoint: to resume training, or to predict with it.
 
@@ -436,6 +469,11 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
         raise distributed.WorldSizeError(message)
     fields = saved["config"]  # the TransformerConfig in it is a dict: rebuild it
     config = TrainConfig(**fields | {"model": TransformerConfig(**fields["model"])})
+    saved_vocabulary = saved.get("vocabulary")  # absent in older checkpoints
+    if saved_vocabulary not in (None, vocabulary_fingerprints(get_task(config.task))):
+        raise VocabularyMismatch(
+            f"{path} was trained with another vocabulary than task {config.task}'s"
+        )
     if device is not None:
         config.device = device
     elif config.device == "cuda" and not torch.cuda.is_available():
