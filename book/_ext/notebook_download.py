@@ -1,16 +1,19 @@
 """Sphinx extension: the chapter a reader downloads as .ipynb runs anywhere.
 
 With a launch provider configured (``launch_buttons`` in ``html_theme_options``),
-sphinx-book-theme copies each executed chapter, outputs included, from
-``_build/jupyter_execute`` to ``_sources/`` and offers it in the page's download menu.
-This puts one cell in front of that copy: it installs the ``aiayn`` library from the
-book's repository when the notebook runs where the library is missing (Binder, Colab,
-a laptop without the repository). In the book's own environment the cell does nothing.
+sphinx-book-theme copies each chapter from ``_build/jupyter_execute`` to ``_sources/``
+and offers it in the page's download menu. That copy lacks the outputs of a chapter
+whose outputs came from the execution cache (myst-nb writes the notebook it read, not
+the one merged with the cache), so this takes them from the cache, and puts one cell in
+front: it installs the ``aiayn`` library from the book's repository when the notebook
+runs where the library is missing (Binder, Colab, a laptop without the repository). In
+the book's own environment the cell does nothing.
 """
 
 from pathlib import Path
 
 import nbformat
+from jupyter_cache import get_cache
 
 INSTALL_CELL = """\
 # This chapter imports the book's library, aiayn. Where it is missing (on Binder, on
@@ -23,12 +26,18 @@ if importlib.util.find_spec("aiayn") is None:
 
 
 def add_install_cell(app, pagename, templatename, context, doctree):
-    """Insert the install cell into the downloadable copy of a chapter."""
+    """Give the downloadable copy of a chapter its outputs and the install cell."""
     source = context.get("ipynb_source")  # set by the theme once it copied the notebook
     if not source:
         return
     path = Path(app.outdir) / "_sources" / source
     notebook = nbformat.read(path, as_version=4)
+    if app.config.nb_execution_cache_path:
+        cache = get_cache(Path(app.srcdir, app.config.nb_execution_cache_path))
+        try:
+            _, notebook = cache.merge_match_into_notebook(notebook)
+        except KeyError:  # not in the cache: the build executed it, outputs and all
+            pass
     repository = app.config.html_theme_options["repository_url"]
     cell = nbformat.v4.new_code_cell(INSTALL_CELL.format(repository=repository))
     cell.metadata["tags"] = ["install"]
