@@ -16,9 +16,11 @@ def predict(
     *,
     beam_size: int = 1,
     alpha: float = 0.6,
+    stop_at_k_finished: bool = True,
 ) -> list[str]:
     """Predictions for source texts, as target texts: greedy, or with ``beam_size`` > 1
-    beam search with length penalty ``alpha``.
+    beam search with length penalty ``alpha`` (and its stopping rules, see
+    ``beam_search``).
 
     Each batch decodes at most one token more than its longest target and end token.
     """
@@ -34,7 +36,13 @@ def predict(
             output = greedy_decode(model, batch.src, *ids, max_len)
         else:
             output = beam_search(
-                model, batch.src, *ids, max_len, beam_size=beam_size, alpha=alpha
+                model,
+                batch.src,
+                *ids,
+                max_len,
+                beam_size=beam_size,
+                alpha=alpha,
+                stop_at_k_finished=stop_at_k_finished,
             )
         predictions += [target.decode(row) for row in output.tolist()]
     return predictions

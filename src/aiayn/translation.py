@@ -541,10 +541,10 @@ def training_flops(
 TRAIN_DEFAULTS = dict(
     model=dict(d_model=64, nhead=4, num_encoder_layers=2, num_decoder_layers=2),
     max_tokens=1500,
-    steps=640,
+    steps=1200,
     warmup_steps=200,
     lr_factor=0.5,
-    eval_every=640,
+    eval_every=1200,
     eval_size=300,
     target_exact_match=None,
 )
