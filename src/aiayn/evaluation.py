@@ -17,35 +17,59 @@ def predict(
     beam_size: int = 1,
     alpha: float = 0.6,
     stop_at_k_finished: bool = True,
+    extra_length: int | None = None,
 ) -> list[str]:
     """Predictions for source texts, as target texts: greedy, or with ``beam_size`` > 1
     beam search with length penalty ``alpha`` (and its stopping rules, see
     ``beam_search``).
 
-    Each batch decodes at most one token more than its longest target and end token.
+    Without ``extra_length``, each batch decodes at most one token more than its
+    longest target and end token. With it, each output may grow to its source's
+    length + ``extra_length`` tokens, as the paper sets its limits (input length + 50,
+    or + 300 for parsing): sources of one length are then decoded together, so that
+    one limit fits the batch.
     """
     model.eval()
     device = next(model.parameters()).device
     target = task.tgt_tokenizer
-    predictions = []
-    for start in range(0, len(sources), batch_size):
-        batch = make_batch(task, sources[start : start + batch_size]).to(device)
-        max_len = batch.tgt_out.size(1) + 1  # target length + end token, + 1
-        ids = (batch.src_pad_id, target.bos_id, target.eos_id)
-        if beam_size == 1:
-            output = greedy_decode(model, batch.src, *ids, max_len)
-        else:
-            output = beam_search(
-                model,
-                batch.src,
-                *ids,
-                max_len,
-                beam_size=beam_size,
-                alpha=alpha,
-                stop_at_k_finished=stop_at_k_finished,
-            )
-        predictions += [target.decode(row) for row in output.tolist()]
+    predictions = [""] * len(sources)
+    for group in same_limit_groups(task, sources, extra_length is not None):
+        for start in range(0, len(group), batch_size):
+            chunk = group[start : start + batch_size]
+            batch = make_batch(task, [sources[i] for i in chunk]).to(device)
+            if extra_length is None:
+                max_len = batch.tgt_out.size(1) + 1  # target length + end token, + 1
+            else:
+                max_len = batch.src.size(1) - 1 + extra_length  # </s> not counted
+            ids = (batch.src_pad_id, target.bos_id, target.eos_id)
+            if beam_size == 1:
+                output = greedy_decode(model, batch.src, *ids, max_len)
+            else:
+                output = beam_search(
+                    model,
+                    batch.src,
+                    *ids,
+                    max_len,
+                    beam_size=beam_size,
+                    alpha=alpha,
+                    stop_at_k_finished=stop_at_k_finished,
+                )
+            for i, row in zip(chunk, output.tolist(), strict=True):
+                predictions[i] = target.decode(row)
     return predictions
+
+
+def same_limit_groups(
+    task: Task, sources: list[str], by_length: bool
+) -> list[list[int]]:
+    """Indices of ``sources`` in decoding groups: all of them in one group, or, with
+    ``by_length``, one group per source length, in order of first appearance."""
+    if not by_length:
+        return [list(range(len(sources)))]
+    groups: dict[int, list[int]] = {}
+    for i, source in enumerate(sources):
+        groups.setdefault(len(task.src_tokenizer.encode(source)), []).append(i)
+    return list(groups.values())
 
 
 @torch.no_grad()

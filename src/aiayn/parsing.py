@@ -30,9 +30,9 @@ from functools import cache
 import torch
 from matplotlib.axes import Axes
 
-from aiayn.decoding import beam_search, greedy_decode
+from aiayn import evaluation  # a module: evaluation imports tasks, which imports this
 from aiayn.model import Transformer
-from aiayn.tasks import TASKS, Task, Tokenizer, make_batch
+from aiayn.tasks import TASKS, Task, Tokenizer
 
 # A tree is (label, children); a leaf is (tag, word).
 Tree = tuple[str, tuple]
@@ -398,7 +398,6 @@ def bracket_scores(
 EXTRA_LENGTH = 300  # §6.3: "maximum output length to input length + 300"
 
 
-@torch.no_grad()
 def predict_parses(
     model: Transformer,
     task: Task,
@@ -410,36 +409,19 @@ def predict_parses(
 ) -> list[str]:
     """Linearized trees for ``sentences``: greedy, or beam search (``beam_size`` > 1)
     with length penalty ``alpha``; each output at most its input's length + 300
-    tokens. Sentences of one length are decoded together, so that one limit fits the
-    whole batch."""
-    model.eval()
-    device = next(model.parameters()).device
-    target = task.tgt_tokenizer
-    by_length: dict[int, list[int]] = {}
-    for i, sentence in enumerate(sentences):
-        by_length.setdefault(len(sentence.split()), []).append(i)
-    predictions = [""] * len(sentences)
-    for length, indices in by_length.items():
-        for start in range(0, len(indices), batch_size):
-            chunk = indices[start : start + batch_size]
-            batch = make_batch(task, [sentences[i] for i in chunk]).to(device)
-            ids = (batch.src_pad_id, target.bos_id, target.eos_id)
-            limit = length + EXTRA_LENGTH
-            if beam_size == 1:
-                output = greedy_decode(model, batch.src, *ids, limit)
-            else:
-                output = beam_search(
-                    model,
-                    batch.src,
-                    *ids,
-                    limit,
-                    beam_size=beam_size,
-                    alpha=alpha,
-                    stop_at_k_finished=False,
-                )
-            for i, row in zip(chunk, output.tolist(), strict=True):
-                predictions[i] = target.decode(row)
-    return predictions
+    tokens (sentences of one length decoded together). Beam search stops on its bound
+    alone, as tensor2tensor does: with a beam wider than the tree vocabulary, k
+    finished hypotheses can all be cut-off trees."""
+    return evaluation.predict(
+        model,
+        task,
+        sentences,
+        batch_size,
+        beam_size=beam_size,
+        alpha=alpha,
+        stop_at_k_finished=False,
+        extra_length=EXTRA_LENGTH,
+    )
 
 
 def evaluate_parses(
