@@ -28,6 +28,20 @@ from aiayn.parsing import (
 from aiayn.tasks import TASKS, held_out_sources, make_batch
 from aiayn.training import toy_model_config
 
+
+def small_model_config(**changes):
+    """A model of the parse task small enough to build in milliseconds."""
+    return toy_model_config(
+        PARSE,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+        **changes,
+    )
+
+
 NP_ATTACHED = "the man saw the dog with the hat"
 VP_ATTACHED = "the man saw the dog with the telescope"
 # the dog has the hat
@@ -165,14 +179,8 @@ class NoEnd(torch.nn.Module):
 
 def test_decoding_stops_at_input_length_plus_300():
     torch.manual_seed(0)
-    config = toy_model_config(
-        PARSE,
-        d_model=16,
-        nhead=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        dim_feedforward=32,
-        max_positions=PARSE.source_lengths[-1] + EXTRA_LENGTH + 1,
+    config = small_model_config(
+        max_positions=PARSE.source_lengths[-1] + EXTRA_LENGTH + 1
     )
     model = Transformer(config)
     # the end token never wins: every output runs to the limit
@@ -216,14 +224,7 @@ def test_the_command_line_trains_the_parse_task(tmp_path):
 def test_beam_search_without_the_k_finished_rule_never_scores_worse():
     """Same beams until the rule would stop; after that, only more candidates."""
     torch.manual_seed(1)
-    config = toy_model_config(
-        PARSE,
-        d_model=16,
-        nhead=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        dim_feedforward=32,
-    )
+    config = small_model_config()
     model = Transformer(config).eval()
     batch = make_batch(PARSE, ["a cat hit", "the dog saw a cat", "a man liked the hat"])
     target = PARSE.tgt_tokenizer

@@ -30,6 +30,19 @@ from aiayn.translation import (
     translation_scores,
 )
 
+
+def small_model_config(task):
+    """A model of ``task`` small enough to build and step in milliseconds."""
+    return toy_model_config(
+        task,
+        d_model=16,
+        nhead=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dim_feedforward=32,
+    )
+
+
 EDGES = [
     0,
     1,
@@ -138,14 +151,7 @@ def test_token_budget_batches_fill_the_budget_and_sort_by_length():
 
 
 def test_a_training_step_takes_a_budget_batch(tiny):
-    model = toy_model_config(
-        tiny,
-        d_model=16,
-        nhead=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        dim_feedforward=32,
-    )
+    model = small_model_config(tiny)
     config = TrainConfig(task=tiny.name, model=model, max_tokens=200, device="cpu")
     state = new_run(config)
     generator = torch.Generator().manual_seed(config.seed)
@@ -162,14 +168,7 @@ def test_a_training_step_takes_a_budget_batch(tiny):
 
 
 def test_a_checkpoint_refuses_another_vocabulary(tiny, tmp_path, monkeypatch):
-    model = toy_model_config(
-        tiny,
-        d_model=16,
-        nhead=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        dim_feedforward=32,
-    )
+    model = small_model_config(tiny)
     state = new_run(TrainConfig(task=tiny.name, model=model, device="cpu"))
     save_checkpoint(state, tmp_path / "run.pt")
     assert load_checkpoint(tmp_path / "run.pt").step == 0
