@@ -292,6 +292,11 @@ BAD_INPUT = [
         [*TRAIN, "{tmp}/x.pt", "--device", "tpu"], no_setup, "--device 'tpu' is not cpu"
     ),
     case(
+        [*TRAIN, "{tmp}/x.pt", "--device", "cpu", "--cuda-graph"],
+        no_setup,
+        "cuda_graph needs a CUDA device, not cpu",
+    ),
+    case(
         [*TRAIN, "{tmp}/x.pt", "--device", "garbage"], no_setup, "--device 'garbage' is"
     ),
     # train: the output file

@@ -55,7 +55,15 @@ from aiayn.training import (
 from aiayn.translation import NumberWordsTask, translation_scores
 
 # define the run
-KEPT_ON_RESUME = ("task", "seed", "batch_size", "max_tokens", "eval_size", "device")
+KEPT_ON_RESUME = (
+    "task",
+    "seed",
+    "batch_size",
+    "max_tokens",
+    "eval_size",
+    "device",
+    "cuda_graph",
+)
 CHANGED_ON_RESUME = ("steps", "target_exact_match")  # extend it
 
 
@@ -140,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--device", help="cpu, cuda, cuda:N or mps (default: cuda if available)"
+    )
+    p.add_argument(
+        "--cuda-graph",
+        action="store_true",
+        default=None,
+        help="on a GPU, replay each step's forward and backward pass from a CUDA "
+        "graph (faster for small models; one process, batches of --batch-size)",
     )
     p.add_argument(
         "--eval-size",
@@ -386,9 +401,9 @@ def fresh_run(args: argparse.Namespace) -> TrainState:
     given = {name: value for name, value in options.items() if value is not None}
     try:  # the task's own defaults (the translation chapter's), then the options
         config = task_config(given.pop("task", TrainConfig.task), **given)
+        return new_run(config)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    return new_run(config)
 
 
 def resumed_run(args: argparse.Namespace) -> TrainState:

@@ -200,6 +200,21 @@ class DigitTask(Task):
         With ``digits`` < 10, each source draws its digits from a random set of that
         many (its own set), so that the same digit recurs often.
         """
+        drawn, lengths = self.sample_digits(n, generator, length, digits)
+        rows = zip(drawn.tolist(), lengths.tolist(), strict=True)
+        return [" ".join(str(d) for d in row[:k]) for row, k in rows]
+
+    def sample_digits(
+        self,
+        n: int,
+        generator: torch.Generator,
+        length: int | None = None,
+        digits: int = 10,
+    ) -> tuple[Tensor, Tensor]:
+        """``sample``'s draws, as numbers: digits (n, longest) and lengths (n,).
+
+        Source i is the first lengths[i] digits of row i.
+        """
         if length is None:
             low, high = self.source_lengths.start, self.source_lengths.stop
             lengths = torch.randint(low, high, (n,), generator=generator)
@@ -209,8 +224,7 @@ class DigitTask(Task):
         if digits < 10:  # 0, 1, ... stand for the first digits of a random order
             orders = torch.rand(n, 10, generator=generator).argsort(dim=1)
             drawn = orders.gather(1, drawn)
-        rows = zip(drawn.tolist(), lengths.tolist(), strict=True)
-        return [" ".join(str(d) for d in row[:k]) for row, k in rows]
+        return drawn, lengths
 
 
 TASKS = {
@@ -299,6 +313,22 @@ class Batch:
             move(self.src),
             move(self.tgt_in),
             move(self.tgt_out),
+            self.src_pad_id,
+            self.tgt_pad_id,
+        )
+
+    def padded_to(self, src_length: int, tgt_length: int) -> "Batch":
+        """The batch padded on the right to (B, src_length) and (B, tgt_length)."""
+
+        def widen(ids: Tensor, length: int, pad_id: int) -> Tensor:
+            if ids.size(1) > length:
+                raise ValueError(f"a batch of length {ids.size(1)} > {length}")
+            return torch.nn.functional.pad(ids, (0, length - ids.size(1)), value=pad_id)
+
+        return Batch(
+            widen(self.src, src_length, self.src_pad_id),
+            widen(self.tgt_in, tgt_length, self.tgt_pad_id),
+            widen(self.tgt_out, tgt_length, self.tgt_pad_id),
             self.src_pad_id,
             self.tgt_pad_id,
         )

@@ -54,19 +54,20 @@ def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
     state = new_run(config)
     test_sources = held_out_sources(state.task, "test", n)
     curve, seconds = [], 0.0
+    on_gpu = torch.device(config.device).type == "cuda"
     while state.step < config.steps and (
         not curve or curve[-1].exact_match < TARGETS[-1]
     ):
         started = time.perf_counter()
-        train_step(state)
-        if state.step % config.snapshot_every == 0:
-            state.take_snapshot()
-        if config.device == "cuda":
-            torch.cuda.synchronize()  # the step only queued its work
+        for _ in range(min(every, config.steps - state.step)):
+            train_step(state)
+            if state.step % config.snapshot_every == 0:
+                state.take_snapshot()
+        if on_gpu:
+            torch.cuda.synchronize()  # the steps only queued their work
         seconds += time.perf_counter() - started
-        if state.step % every == 0:
-            result = evaluate(state.averaged_model(), state.task, test_sources)
-            curve.append(Reached(state.step, seconds, result["exact_match"]))
+        result = evaluate(state.averaged_model(), state.task, test_sources)
+        curve.append(Reached(state.step, seconds, result["exact_match"]))
     return curve
 
 

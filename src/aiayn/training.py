@@ -17,13 +17,21 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from aiayn import distributed
+from aiayn import digit_batches, distributed
+from aiayn.cuda_graph import GraphedForwardBackward
 from aiayn.evaluation import evaluate
 from aiayn.loss import label_smoothed_loss
 from aiayn.masks import padding_mask, target_mask
 from aiayn.model import Transformer, TransformerConfig
 from aiayn.schedule import learning_rate
-from aiayn.tasks import DigitTask, Task, get_task, held_out_sources, make_batch
+from aiayn.tasks import (
+    Batch,
+    DigitTask,
+    Task,
+    get_task,
+    held_out_sources,
+    make_batch,
+)
 
 
 def toy_model_config(task: Task | str, **shape) -> TransformerConfig:
@@ -82,6 +90,9 @@ class TrainConfig:
     device: str = field(
         default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu"
     )
+    # on a GPU: replay each step's forward and backward pass from a CUDA graph
+    # (aiayn.cuda_graph); batches of batch_size sources only, one process
+    cuda_graph: bool = False
 
     def __post_init__(self):
         task = get_task(self.task)
@@ -97,6 +108,10 @@ class TrainConfig:
             )
         if self.max_tokens is not None and not hasattr(task, "budget_batch"):
             raise ValueError(f"task {self.task} has no token-budget batches")
+        if self.cuda_graph and torch.device(self.device).type != "cuda":
+            raise ValueError(f"cuda_graph needs a CUDA device, not {self.device}")
+        if self.cuda_graph and self.max_tokens is not None:
+            raise ValueError("cuda_graph needs batches of batch_size, not max_tokens")
         if self.model is None:
             self.model = toy_model_config(task)
         sizes = len(task.src_tokenizer), len(task.tgt_tokenizer)
@@ -134,6 +149,8 @@ class TrainState:
     # under torchrun, the model wrapped to average the processes' gradients
     data_parallel: nn.Module | None = None
     world_size: int = 1  # the processes that train it, each on batch_size sources
+    # with config.cuda_graph: the step's forward and backward pass, replayed
+    graphed: GraphedForwardBackward | None = None
 
     @property
     def task(self) -> Task:
@@ -186,7 +203,7 @@ def new_run(config: TrainConfig) -> TrainState:
     if seed != config.seed:  # another process: its own dropout masks too
         torch.manual_seed(seed)
     data_rng = torch.Generator().manual_seed(seed)
-    return TrainState(
+    state = TrainState(
         config,
         model,
         optimizer,
@@ -194,6 +211,18 @@ def new_run(config: TrainConfig) -> TrainState:
         data_parallel=distributed.data_parallel(model),
         world_size=distributed.world_size(),
     )
+    if config.cuda_graph:
+        if state.data_parallel is not None:
+            raise ValueError("cuda_graph trains in one process, not under torchrun")
+        task = state.task
+        state.graphed = GraphedForwardBackward(
+            model,
+            lambda model, batch: batch_loss(model, batch, config.label_smoothing),
+            config.batch_size,
+            task.longest_sequence,
+            (task.src_tokenizer.pad_id, task.tgt_tokenizer.pad_id),
+        )
+    return state
 
 
 FEW_DIGITS_MAX = 5  # a few-digit training source uses 1 to this many digits
@@ -216,6 +245,25 @@ def training_sources(
     chains of one digit are common too.
     The sources come grouped by length; a batch does not depend on its order.
     """
+    sources = []
+    groups = source_groups(task, n, generator, length_power, few_digits_share)
+    for length, k, count in groups:
+        if k == 10:  # all ten digits: the task's own sampling
+            sources += task.sample(count, generator, length=length)
+        else:
+            sources += task.sample(count, generator, length=length, digits=k)
+    return sources
+
+
+def source_groups(
+    task: Task,
+    n: int,
+    generator: torch.Generator,
+    length_power: float,
+    few_digits_share: float = 0.0,
+) -> list[tuple[int, int, int]]:
+    """``training_sources``' first draws: how many of the n sources have each length
+    and number of digits, as (length, digits, count), sorted (10 digits: all)."""
     lengths = torch.tensor(task.source_lengths)
     weights = lengths.double() ** length_power
     drawn = lengths[
@@ -226,16 +274,51 @@ def training_sources(
         few = torch.rand(n, generator=generator) < few_digits_share
         fewer = torch.randint(1, FEW_DIGITS_MAX + 1, (n,), generator=generator)
         digits = torch.where(few, fewer, digits)
-    sources = []
-    groups = torch.stack([drawn, digits], dim=1).unique(dim=0, return_counts=True)
-    for (length, k), count in zip(*groups, strict=True):
-        if k == 10:  # all ten digits: the task's own sampling
-            sources += task.sample(int(count), generator, length=int(length))
-        else:
-            sources += task.sample(
-                int(count), generator, length=int(length), digits=int(k)
-            )
-    return sources
+    kinds, counts = torch.stack([drawn, digits], dim=1).unique(
+        dim=0, return_counts=True
+    )
+    return [
+        (*kind, count)
+        for kind, count in zip(kinds.tolist(), counts.tolist(), strict=True)
+    ]
+
+
+def training_batch(
+    task: Task,
+    n: int,
+    generator: torch.Generator,
+    length_power: float,
+    few_digits_share: float = 0.0,
+) -> Batch:
+    """``make_batch(task, training_sources(task, n, generator, ...))``: the same batch
+    from the same draws. For the digit tasks it is drawn as numbers, without text
+    (``aiayn.digit_batches``), ten times faster."""
+    if not digit_batches.drawn_as_numbers(task):
+        sources = training_sources(task, n, generator, length_power, few_digits_share)
+        return make_batch(task, sources)
+    groups = source_groups(task, n, generator, length_power, few_digits_share)
+    return digit_batches.digit_batch(task, groups, generator)
+
+
+def batch_loss(
+    model: nn.Module, batch: Batch, smoothing: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The label-smoothed loss of a batch under teacher forcing (in training mode).
+
+    Returns the loss, and two (B, T) masks: the target positions the model predicts
+    right, and the real (not padding) ones. ``model`` may be the DDP-wrapped model.
+    """
+    model.train()
+    logits = model(
+        batch.src,
+        batch.tgt_in,
+        padding_mask(batch.src, batch.src_pad_id),
+        target_mask(batch.tgt_in, batch.tgt_pad_id),
+    )  # (B, T, V)
+    loss = label_smoothed_loss(logits, batch.tgt_out, smoothing, batch.tgt_pad_id)
+    real = batch.tgt_out != batch.tgt_pad_id
+    correct = (logits.argmax(dim=-1) == batch.tgt_out) & real
+    return loss, correct, real
 
 
 def train_step(state: TrainState, sources: list[str] | None = None) -> dict:
@@ -246,40 +329,42 @@ def train_step(state: TrainState, sources: list[str] | None = None) -> dict:
     loss and the accuracy are 0-dimensional tensors on the model's device: reading
     them (``read_metrics``) would make the host wait for the device, so nothing in
     the step does. Under torchrun they are those of the global batch, the union of
-    the processes' batches (``distributed.global_batch_loss``).
+    the processes' batches (``distributed.global_batch_loss``). With
+    ``config.cuda_graph`` the forward and backward pass is replayed from a CUDA graph
+    (``aiayn.cuda_graph``): the same loss and gradients, to rounding.
     """
     config, model = state.config, state.model
     if sources is None and config.max_tokens is not None:
         sources = state.task.budget_batch(config.max_tokens, state.data_rng)
-    elif sources is None:
-        sources = training_sources(
+    if sources is not None:
+        batch = make_batch(state.task, sources)
+    else:  # make_batch(task, training_sources(...)), drawn faster
+        batch = training_batch(
             state.task,
             config.batch_size,
             state.data_rng,
             config.length_power,
             config.few_digits_share,
         )
-    batch = make_batch(state.task, sources)
-    batch = batch.to(config.device)
     state.step += 1
     rate = learning_rate(
         state.step, config.model.d_model, config.warmup_steps, config.lr_factor
     )
     for group in state.optimizer.param_groups:
         group["lr"] = rate
-    trained = state.data_parallel or model  # the same forward pass
-    trained.train()
-    logits = trained(
-        batch.src,
-        batch.tgt_in,
-        padding_mask(batch.src, batch.src_pad_id),
-        target_mask(batch.tgt_in, batch.tgt_pad_id),
-    )  # (B, T, V)
-    loss = label_smoothed_loss(
-        logits, batch.tgt_out, config.label_smoothing, batch.tgt_pad_id
-    )
-    real = batch.tgt_out != batch.tgt_pad_id
-    correct = (logits.argmax(dim=-1) == batch.tgt_out) & real
+    if state.graphed is not None:  # on a GPU, replayed (aiayn.cuda_graph)
+        metrics = state.graphed(batch)
+    else:
+        metrics = forward_backward(state, batch.to(config.device))
+    nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+    state.optimizer.step()
+    return {"step": state.step, **metrics, "lr": rate}
+
+
+def forward_backward(state: TrainState, batch: Batch) -> dict[str, Tensor]:
+    """The batch's loss and accuracy; its gradients in the model's ``.grad``."""
+    trained = state.data_parallel or state.model  # the same forward pass
+    loss, correct, real = batch_loss(trained, batch, state.config.label_smoothing)
     metrics = {
         "loss": loss.detach(),
         "train_token_accuracy": correct.sum() / real.sum(),
@@ -288,9 +373,7 @@ def train_step(state: TrainState, sources: list[str] | None = None) -> dict:
         loss, metrics = distributed.global_batch_loss(loss, correct, real)
     state.optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-    state.optimizer.step()
-    return {"step": state.step, **metrics, "lr": rate}
+    return metrics
 
 
 def read_metrics(records: list[dict]) -> None:
@@ -478,6 +561,8 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
         config.device = device
     elif config.device == "cuda" and not torch.cuda.is_available():
         config.device = "cpu"
+    if torch.device(config.device).type != "cuda":
+        config.cuda_graph = False  # how a step runs, not what it computes
     state = new_run(config)
     state.model.load_state_dict(saved["model"])
     state.optimizer.load_state_dict(saved["optimizer"])

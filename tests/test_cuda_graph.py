@@ -1,0 +1,97 @@
+"""The CUDA-graph training step (aiayn.cuda_graph): the eager step's results, replayed.
+
+The tests that replay need a GPU and are skipped without one; the configuration's
+checks and the padding run everywhere.
+"""
+
+import dataclasses
+
+import pytest
+import torch
+
+from aiayn.tasks import get_task, make_batch
+from aiayn.training import (
+    TrainConfig,
+    load_checkpoint,
+    new_run,
+    save_checkpoint,
+    train_step,
+)
+
+CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA device")
+TASK = get_task("reverse-repeats")
+
+
+def test_padded_batch_keeps_ids_and_pads_the_rest():
+    batch = make_batch(TASK, ["1 2", "3 4 5"])  # src (2, 4), tgt (2, 4)
+    wide = batch.padded_to(6, 5)
+    assert wide.src.shape == (2, 6)
+    assert wide.tgt_in.shape == wide.tgt_out.shape == (2, 5)
+    assert torch.equal(wide.src[:, :4], batch.src)
+    assert torch.equal(wide.tgt_out[:, :4], batch.tgt_out)
+    assert (wide.src[:, 4:] == batch.src_pad_id).all()
+    assert (wide.tgt_in[:, 4:] == batch.tgt_pad_id).all()
+    with pytest.raises(ValueError, match="length 4 > 3"):
+        batch.padded_to(3, 5)
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(device="cpu"), "needs a CUDA device, not cpu"),
+        (dict(device="cuda", task="en-de", max_tokens=500), "not max_tokens"),
+    ],
+)
+def test_cuda_graph_refuses_what_it_cannot_replay(fields, message):
+    if fields["device"] == "cuda" and not CUDA:
+        pytest.skip("no CUDA device")
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(cuda_graph=True, **fields)
+
+
+def small_config(**fields) -> TrainConfig:
+    return TrainConfig(batch_size=32, device="cuda", snapshot_every=5, **fields)
+
+
+@needs_cuda
+def test_graphed_steps_equal_eager_steps():
+    """Ten steps on the same batches: the same losses and weights, to rounding."""
+    eager, graphed = new_run(small_config()), new_run(small_config(cuda_graph=True))
+    for _ in range(10):
+        a, b = train_step(eager), train_step(graphed)
+        torch.testing.assert_close(a["loss"], b["loss"], rtol=1e-4, atol=1e-5)
+        assert a["train_token_accuracy"] == b["train_token_accuracy"]
+    for name, weight in eager.model.state_dict().items():
+        other = graphed.model.state_dict()[name]
+        torch.testing.assert_close(weight, other, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@needs_cuda
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_training_step_never_waits_for_the_gpu(cuda_graph):
+    """No host-device synchronisation in a step (after the graph is recorded)."""
+    state = new_run(small_config(cuda_graph=cuda_graph))
+    train_step(state)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            train_step(state)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@needs_cuda
+def test_graphed_run_resumes_on_the_cpu(tmp_path):
+    state = new_run(small_config(cuda_graph=True))
+    for _ in range(3):
+        train_step(state)
+    save_checkpoint(state, tmp_path / "run.pt")
+    resumed = load_checkpoint(tmp_path / "run.pt", device="cpu")
+    assert resumed.config.cuda_graph is False and resumed.graphed is None
+    assert dataclasses.replace(resumed.config, device="cuda", cuda_graph=True) == (
+        state.config
+    )
+    train_step(resumed)
+    assert resumed.step == 4

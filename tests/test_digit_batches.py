@@ -1,0 +1,43 @@
+"""Training batches drawn as numbers (aiayn.digit_batches): make_batch's, id for id."""
+
+import pytest
+import torch
+
+from aiayn.digit_batches import RULES, drawn_as_numbers
+from aiayn.tasks import TASKS, get_task, make_batch
+from aiayn.training import training_batch, training_sources
+
+DIGIT_TASKS = ["reverse-repeats", "copy", "reverse"]
+
+
+@pytest.mark.parametrize("name", DIGIT_TASKS)
+@pytest.mark.parametrize("few_digits_share", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("length_power", [0.0, 4.0])
+def test_training_batch_is_make_batch_of_training_sources(
+    name, few_digits_share, length_power
+):
+    task = get_task(name)
+    for seed in range(3):
+        by_text, by_numbers = (torch.Generator().manual_seed(seed) for _ in range(2))
+        sources = training_sources(task, 300, by_text, length_power, few_digits_share)
+        expected = make_batch(task, sources)
+        batch = training_batch(task, 300, by_numbers, length_power, few_digits_share)
+        for field in ("src", "tgt_in", "tgt_out"):
+            assert torch.equal(getattr(batch, field), getattr(expected, field))
+        assert (batch.src_pad_id, batch.tgt_pad_id) == (
+            expected.src_pad_id,
+            expected.tgt_pad_id,
+        )
+        # the same draws: the data stream goes on alike
+        assert torch.equal(by_text.get_state(), by_numbers.get_state())
+
+
+def test_a_task_without_a_rule_on_numbers_goes_through_text():
+    assert set(RULES) == set(DIGIT_TASKS)
+    assert not drawn_as_numbers(get_task("en-de"))
+    task = get_task("parse")
+    by_text, by_batch = (torch.Generator().manual_seed(0) for _ in range(2))
+    expected = make_batch(task, training_sources(task, 8, by_text, 1.0))
+    batch = training_batch(task, 8, by_batch, 1.0)
+    assert torch.equal(batch.tgt_out, expected.tgt_out)
+    assert set(TASKS) > set(DIGIT_TASKS)
