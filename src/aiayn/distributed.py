@@ -97,6 +97,7 @@ def process_group(device: str) -> Iterator[World]:
     dist.init_process_group(backend=backend_for(device))
     try:
         yield world
+        dist.barrier()  # no process leaves the group while another still talks to it
     finally:
         dist.destroy_process_group()
 
