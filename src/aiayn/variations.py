@@ -17,10 +17,9 @@ from torch import nn
 from torch.nn import functional
 
 from aiayn.evaluation import evaluate
-from aiayn.masks import padding_mask, target_mask
 from aiayn.tasks import Task, held_out_sources, make_batch
 from aiayn.time_to_accuracy import configured
-from aiayn.training import new_run, train_step
+from aiayn.training import new_run, teacher_forced_logits, train_step
 
 TASK = "reverse-repeats"
 STEPS = 250  # the training budget of every row
@@ -67,12 +66,7 @@ def perplexity(model: nn.Module, task: Task, sources: list[str]) -> float:
     """
     model.eval()
     batch = make_batch(task, sources)  # src (B, S), tgt_in and tgt_out (B, T)
-    logits = model(
-        batch.src,
-        batch.tgt_in,
-        padding_mask(batch.src, batch.src_pad_id),
-        target_mask(batch.tgt_in, batch.tgt_pad_id),
-    )  # (B, T, V)
+    logits = teacher_forced_logits(model, batch)  # (B, T, V)
     loss = functional.cross_entropy(
         logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=batch.tgt_pad_id
     )
