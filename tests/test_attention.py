@@ -11,7 +11,6 @@ from aiayn import (
     scaled_dot_product_attention,
     subsequent_mask,
 )
-from aiayn.attention import CPU_FUSED_MIN_KEYS
 
 
 def random_qkv(batch=2, heads=3, t=4, s=5, d_k=8, seed=0):
@@ -146,10 +145,8 @@ def per_head_loop(mha, query, key, value, mask=None):
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
-@pytest.mark.parametrize("fused_min_keys", [0, CPU_FUSED_MIN_KEYS])
-def test_mha_equals_loop_over_heads(need_weights, fused_min_keys):
+def test_mha_equals_loop_over_heads(need_weights):
     mha = make_mha()
-    mha.cpu_fused_min_keys = fused_min_keys  # 0: the fused kernel
 
     def attention(*args):
         out = mha(*args, need_weights=need_weights)
@@ -175,32 +172,11 @@ def test_mha_fast_and_explicit_paths_agree():
         torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0], [1] * 6]), 0
     )
     mask = mask & subsequent_mask(6)  # (B, 6, 6)
-    short_keys_on_cpu = mha(x, x, x, mask)
-    mha.cpu_fused_min_keys = 0
     fast = mha(x, x, x, mask)
     explicit, weights = mha(x, x, x, mask, need_weights=True)
     assert_close(fast, explicit)
-    assert_close(short_keys_on_cpu, explicit)
     assert weights.shape == (3, 4, 6, 6)
     assert not any(isinstance(v, torch.Tensor) for v in vars(mha).values())
-
-
-@pytest.mark.parametrize("keys", [CPU_FUSED_MIN_KEYS - 1, CPU_FUSED_MIN_KEYS])
-def test_mha_runs_the_fused_kernel_on_a_cpu_from_cpu_fused_min_keys(keys, monkeypatch):
-    calls = []
-    fused_kernel = F.scaled_dot_product_attention
-
-    def counted(*args, **kwargs):
-        calls.append(args[1].shape)  # the keys
-        return fused_kernel(*args, **kwargs)
-
-    monkeypatch.setattr(F, "scaled_dot_product_attention", counted)
-    mha = make_mha()
-    query, memory = torch.randn(2, 3, 16), torch.randn(2, keys, 16)
-    out = mha(query, memory, memory)
-    assert calls == ([(2, 4, keys, 4)] if keys >= CPU_FUSED_MIN_KEYS else [])
-    mha.cpu_fused_min_keys = 0  # the other path gives the same output
-    assert_close(mha(query, memory, memory), out)
 
 
 def test_mha_project_then_attend_is_forward():
@@ -224,9 +200,7 @@ def test_mha_fully_masked_row_no_nan_in_either_path():
     x = torch.randn(2, 4, 16)
     mask = torch.ones(2, 4, 4, dtype=torch.bool)
     mask[1, 2] = False
-    explicit = mha(x, x, x, mask)  # 4 keys on a CPU: the explicit path
-    mha.cpu_fused_min_keys = 0
-    for out in (mha(x, x, x, mask), explicit):
+    for out in (mha(x, x, x, mask), mha(x, x, x, mask, need_weights=True)[0]):
         assert not out.isnan().any()
     # with every key masked the head outputs are zero, leaving only the output bias
     assert_close(out[1, 2], mha.out_proj.bias)

@@ -49,12 +49,6 @@ def scaled_dot_product_attention(
     return weights @ value, weights  # (..., T, S) @ (..., S, d_v) -> (..., T, d_v)
 
 
-# On a CPU, attention over fewer keys than this runs Eq. (1) step by step: faster
-# there than the fused kernel for the short sequences of this book (measured with
-# python -m aiayn.bench, up to 64 keys; appendix-fast-paths times both paths).
-CPU_FUSED_MIN_KEYS = 65
-
-
 def unpacked(x: Tensor, packing: Packing | None) -> Tensor:
     """x itself; with a packing, (N, width) -> (B, T, width), zeros at the padding."""
     return x if packing is None else packing.unpack(x)
@@ -73,16 +67,13 @@ class MultiHeadAttention(nn.Module):
             mask broadcastable to (B, T, S)) -> (B, T, d_model)
 
     The fused ``F.scaled_dot_product_attention`` computes it in one kernel without
-    materialising the attention weights (much faster for long sequences). Its boolean
-    attn_mask means what ours means (True = may attend), and for a query whose keys are
-    all masked it returns zeros, as the explicit path does (PyTorch >= 2.5;
-    tests/test_attention.py checks). On a CPU, with fewer than ``cpu_fused_min_keys``
-    keys (CPU_FUSED_MIN_KEYS; 0: always fused), the explicit Eq. (1) path runs
-    instead: there the fused kernel's cost is mostly a fixed amount per sequence and
-    head, and short sequences run faster written out. With ``need_weights=True`` the
-    explicit path runs too and forward returns (output, weights (B, h, T, S)). The
-    two halves, ``project`` (into heads) and ``attend``, are also methods of their
-    own: a decoder with a key/value cache projects only the new positions.
+    materialising the attention weights (much faster for long sequences, about even for
+    short ones). Its boolean attn_mask means what ours means (True = may attend), and
+    for a query whose keys are all masked it returns zeros, as the explicit path does
+    (PyTorch >= 2.5; tests/test_attention.py checks). With ``need_weights=True`` the
+    explicit Eq. (1) path runs instead and forward returns (output, weights (B, h, T,
+    S)). The two halves, ``project`` (into heads) and ``attend``, are also methods of
+    their own: a decoder with a key/value cache projects only the new positions.
 
     Given a ``packing`` (aiayn.packing), the queries (and in self-attention the keys
     and values) hold only the real positions, (N, d_model), and so does the output:
@@ -114,8 +105,6 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(nhead * self.d_v, d_model, bias=bias)  # W^O
         # on the attention weights, as in PyTorch
         self.attn_dropout = nn.Dropout(dropout)
-        # on a CPU, fewer keys take the explicit path (0: the fused kernel always)
-        self.cpu_fused_min_keys = CPU_FUSED_MIN_KEYS
 
     def project(
         self, query: Tensor, key: Tensor, value: Tensor, packing: Packing | None = None
@@ -186,24 +175,19 @@ class MultiHeadAttention(nn.Module):
             check_mask(mask, (B, T, k.size(-2)))
             # (B, T, S) -> (B, 1, T, S): the same mask for every head
             mask = mask.unsqueeze(-3)
-        if self.fused(q, k) and not need_weights:
+        if need_weights:
+            out, weights = scaled_dot_product_attention(
+                q, k, v, mask, self.attn_dropout
+            )
+        else:
             dropout_p = self.attn_dropout.p if self.training else 0.0
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=dropout_p
-            )
-        else:
-            out, weights = scaled_dot_product_attention(
-                q, k, v, mask, self.attn_dropout
             )
         # (B, h, T, d_v) -> (B, T, h d_v)
         out = out.transpose(1, 2).reshape(B, T, self.nhead * self.d_v)
         out = self.out_proj(out if packing is None else packing.pack(out))
         return (out, weights) if need_weights else out
-
-    def fused(self, q: Tensor, k: Tensor) -> bool:
-        """Whether attention may run in the fused kernel: on a GPU, or on a CPU with
-        at least ``cpu_fused_min_keys`` keys (k: (B, h, S, d_k))."""
-        return q.device.type != "cpu" or k.size(-2) >= self.cpu_fused_min_keys
 
     def forward(
         self,
