@@ -5,8 +5,8 @@ Each variant changes fields of ``TrainConfig()`` (or of its model), the defaults
 ``train_step`` and, from step 500 on, every 50 steps greedy-decodes the 10,000
 length-10 test sources with the averaged model; it stops at 99.9% or after 1,600
 steps. Two runs at a time, one thread each, so the seconds are not comparable with
-``time_to_accuracy``'s; the steps are. Run at commit 95f4033 (before attention on a
-CPU took the explicit path for short sequences and Adam was fused); the results are
+``time_to_accuracy``'s; the steps are, seed for seed only roughly: the runs were made at
+commit 95f4033, before Adam was fused (the same update, other rounding). The results are
 ``tta_cpu_sweep.jsonl`` beside this file:
 
     PYTHONPATH=src python book/measurements/tta_cpu_sweep.py tta_cpu_sweep.jsonl \
