@@ -5,9 +5,8 @@ Each variant changes fields of ``TrainConfig()`` (or of its model), the defaults
 ``train_step`` and, from step 500 on, every 50 steps greedy-decodes the 10,000
 length-10 test sources with the averaged model; it stops at 99.9% or after 1,600
 steps. Two runs at a time, one thread each, so the seconds are not comparable with
-``time_to_accuracy``'s; the steps are, seed for seed only roughly: the runs were made at
-commit 95f4033, before Adam was fused (the same update, other rounding). The results are
-``tta_cpu_sweep.jsonl`` beside this file:
+``time_to_accuracy``'s; the steps are. The results are ``tta_cpu_sweep.jsonl``
+beside this file:
 
     PYTHONPATH=src python book/measurements/tta_cpu_sweep.py tta_cpu_sweep.jsonl \
         defaults ls0 h2 h1 lp6 wu150-lr035 D1 snap10x10
