@@ -4,20 +4,31 @@ Each variant changes fields of ``TrainConfig()`` (or of its model), the defaults
 ``tta_sweep.py`` chose; seeds 0 and 1 each. A run trains with the library's
 ``train_step`` and, from step 500 on, every 50 steps greedy-decodes the 10,000
 length-10 test sources with the averaged model; it stops at 99.9% or after 1,600
-steps. Two runs at a time, one thread each, so the seconds are not comparable with
-``time_to_accuracy``'s; the steps are. The results are ``tta_cpu_sweep.jsonl``
-beside this file:
+steps of 256 sources (as many sources at another batch size). Two runs at a time,
+one thread each, so the seconds are not comparable with ``time_to_accuracy``'s; the
+steps are. The results are ``tta_cpu_sweep.jsonl`` beside this file:
 
     PYTHONPATH=src python book/measurements/tta_cpu_sweep.py tta_cpu_sweep.jsonl \
-        defaults ls0 h2 h1 lp6 wu150-lr035 D1 snap10x10
+        [VARIANT ...]     # every variant of VARIANTS if none is named
+
+What a step of each variant costs is measured apart, on two threads and with nothing
+else running: a few steps of every variant in turn, in a new order each round, each
+round's times divided by the defaults' of the same round, and the median over the
+rounds kept (``tta_cpu_step_cost.json``):
+
+    PYTHONPATH=src python book/measurements/tta_cpu_sweep.py --step-cost \
+        tta_cpu_step_cost.json
 """
 import json
 import multiprocessing as mp
+import random
 import sys
 import time
 
 import torch
 
+# the two variants of this sweep's first round that beat the defaults with both seeds
+SNAP_WU = dict(snapshot_every=10, average_last=10, warmup_steps=150, lr_factor=0.354)
 VARIANTS = {
     "defaults": {},
     "ls0": dict(label_smoothing=0.0),
@@ -27,9 +38,22 @@ VARIANTS = {
     "wu150-lr035": dict(warmup_steps=150, lr_factor=0.354),  # the same peak rate
     "D1": dict(num_decoder_layers=1),
     "snap10x10": dict(snapshot_every=10, average_last=10),
+    # cheaper steps: a narrower feed-forward layer, one encoder layer, smaller batches
+    "ff128": dict(dim_feedforward=128),
+    "E1": dict(num_encoder_layers=1),
+    "b192": dict(batch_size=192),
+    "b128": dict(batch_size=128),
+    # the two together, then with cheaper steps
+    "snap-wu": SNAP_WU,
+    "snap-wu-ff128-b192": SNAP_WU | dict(dim_feedforward=128, batch_size=192),
+    "snap-wu-b192": SNAP_WU | dict(batch_size=192),
+    "snap-wu-b128": SNAP_WU | dict(batch_size=128),
+    "snap-wu-b96": SNAP_WU | dict(batch_size=96),
+    "snap-wu-b128-lr025": SNAP_WU | dict(batch_size=128, lr_factor=0.25),
 }
 SEEDS = (0, 1)
-STEPS = 1600
+STEPS = 1600  # of batches of 256 sources
+SOURCES = STEPS * 256
 
 
 def run(job):
@@ -41,10 +65,11 @@ def run(job):
     from aiayn.training import new_run, train_step
 
     config = configured("reverse-repeats", seed, STEPS, "cpu", VARIANTS[name])
+    steps = SOURCES // config.batch_size
     state = new_run(config)
     test = held_out_sources(state.task, "test", 10_000)
     curve, started = [], time.time()
-    while state.step < STEPS:
+    while state.step < steps:
         train_step(state)
         if state.step % config.snapshot_every == 0:
             state.take_snapshot()
@@ -56,7 +81,46 @@ def run(job):
     return {"variant": name, "seed": seed, "curve": curve, "wall": time.time() - started}
 
 
-if __name__ == "__main__":
+def step_costs(rounds: int = 25, steps: int = 4) -> dict:
+    """Each variant's seconds per training step, as a multiple of the defaults'."""
+    import statistics
+
+    from aiayn.time_to_accuracy import configured
+    from aiayn.training import new_run, train_step
+
+    torch.set_num_threads(2)
+    runs = {
+        name: new_run(configured("reverse-repeats", 0, STEPS, "cpu", changes))
+        for name, changes in VARIANTS.items()
+    }
+    for state in runs.values():  # past the first, slower steps
+        for _ in range(3):
+            train_step(state)
+    ratios = {name: [] for name in runs}
+    defaults_ms = []
+    order = list(runs)
+    for round_ in range(rounds):
+        random.Random(round_).shuffle(order)  # no variant always first, or last
+        seconds = {}
+        for name in order:
+            started = time.perf_counter()
+            for _ in range(steps):
+                train_step(runs[name])
+            seconds[name] = time.perf_counter() - started
+        for name in runs:
+            ratios[name].append(seconds[name] / seconds["defaults"])
+        defaults_ms.append(1000 * seconds["defaults"] / steps)
+    return {
+        "threads": 2, "rounds": rounds, "steps_per_round": steps,
+        "defaults_ms_per_step": statistics.median(defaults_ms),
+        "relative": {name: statistics.median(r) for name, r in ratios.items()},
+    }
+
+
+if __name__ == "__main__" and sys.argv[1] == "--step-cost":
+    with open(sys.argv[2], "w") as out:
+        json.dump(step_costs(), out, indent=1)
+elif __name__ == "__main__":
     jobs = [(name, seed) for name in sys.argv[2:] or VARIANTS for seed in SEEDS]
     with mp.get_context("spawn").Pool(2) as pool, open(sys.argv[1], "a") as out:
         for result in pool.imap_unordered(run, jobs):
