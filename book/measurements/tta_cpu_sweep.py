@@ -54,6 +54,7 @@ VARIANTS = {
 SEEDS = (0, 1)
 STEPS = 1600  # of batches of 256 sources
 SOURCES = STEPS * 256
+FIRST_EVALUATION, EVALUATE_EVERY = 500, 50  # steps
 
 
 def run(job):
@@ -73,12 +74,13 @@ def run(job):
         train_step(state)
         if state.step % config.snapshot_every == 0:
             state.take_snapshot()
-        if state.step >= 500 and state.step % 50 == 0:
+        if state.step >= FIRST_EVALUATION and state.step % EVALUATE_EVERY == 0:
             exact = evaluate(state.averaged_model(), state.task, test)["exact_match"]
             curve.append((state.step, exact))
             if exact >= 0.999:
                 break
-    return {"variant": name, "seed": seed, "curve": curve, "wall": time.time() - started}
+    wall = time.time() - started
+    return {"variant": name, "seed": seed, "curve": curve, "wall": wall}
 
 
 def step_costs(rounds: int = 25, steps: int = 4) -> dict:
