@@ -22,6 +22,7 @@ rounds kept (``tta_cpu_step_cost.json``):
 import json
 import multiprocessing as mp
 import random
+import statistics
 import sys
 import time
 
@@ -55,11 +56,13 @@ SEEDS = (0, 1)
 STEPS = 1600  # of batches of 256 sources
 SOURCES = STEPS * 256
 FIRST_EVALUATION, EVALUATE_EVERY = 500, 50  # steps
+THREADS_PER_RUN = 1  # two runs at a time, on two cores
+STEP_COST_THREADS = 2  # the step costs: one process, on both cores
 
 
 def run(job):
     name, seed = job
-    torch.set_num_threads(1)
+    torch.set_num_threads(THREADS_PER_RUN)
     from aiayn.evaluation import evaluate
     from aiayn.tasks import held_out_sources
     from aiayn.time_to_accuracy import configured
@@ -85,12 +88,10 @@ def run(job):
 
 def step_costs(rounds: int = 25, steps: int = 4) -> dict:
     """Each variant's seconds per training step, as a multiple of the defaults'."""
-    import statistics
-
     from aiayn.time_to_accuracy import configured
     from aiayn.training import new_run, train_step
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(STEP_COST_THREADS)
     runs = {
         name: new_run(configured("reverse-repeats", 0, STEPS, "cpu", changes))
         for name, changes in VARIANTS.items()
@@ -113,7 +114,7 @@ def step_costs(rounds: int = 25, steps: int = 4) -> dict:
             ratios[name].append(seconds[name] / seconds["defaults"])
         defaults_ms.append(1000 * seconds["defaults"] / steps)
     return {
-        "threads": 2, "rounds": rounds, "steps_per_round": steps,
+        "threads": STEP_COST_THREADS, "rounds": rounds, "steps_per_round": steps,
         "defaults_ms_per_step": statistics.median(defaults_ms),
         "relative": {name: statistics.median(r) for name, r in ratios.items()},
     }
