@@ -51,6 +51,13 @@ VARIANTS = {
     "snap-wu-b128": SNAP_WU | dict(batch_size=128),
     "snap-wu-b96": SNAP_WU | dict(batch_size=96),
     "snap-wu-b128-lr025": SNAP_WU | dict(batch_size=128, lr_factor=0.25),
+    # around snap-wu: the averaging window, the warm-up, the peak rate
+    "snap-wu-5x20": SNAP_WU | dict(snapshot_every=5, average_last=20),
+    "snap-wu-10x5": SNAP_WU | dict(average_last=5),
+    "snap-wu-10x20": SNAP_WU | dict(average_last=20),
+    "snap-wu-wu75": SNAP_WU | dict(warmup_steps=75, lr_factor=0.25),
+    "snap-wu-lr05": SNAP_WU | dict(lr_factor=0.5),
+    "snap-wu-b128-lr05": SNAP_WU | dict(batch_size=128, lr_factor=0.5),
 }
 SEEDS = (0, 1)
 STEPS = 1600  # of batches of 256 sources
