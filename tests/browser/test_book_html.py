@@ -55,7 +55,7 @@ PAGES = chapter_pages() + ["genindex.html", "search.html"]
 
 
 def open_page(browser, url):
-    """Load a page, wait for its images and MathJax; return (page, console errors)."""
+    """Open a page; wait for its images, MathJax and fonts: (page, console errors)."""
     page = browser.new_page(viewport=VIEWPORT)
     errors = []
     page.on(
@@ -72,7 +72,9 @@ def open_page(browser, url):
            }))"""
     )
     page.evaluate("() => window.MathJax?.startup?.promise ?? null")
-    page.wait_for_load_state("networkidle")
+    # the fonts MathJax asked for while typesetting: the last requests a page makes
+    # (none starts later on any page of the book), so no idle network to wait for
+    page.evaluate("() => document.fonts.ready.then(() => null)")
     return page, [e for e in errors if e not in ALLOWED_CONSOLE_ERRORS]
 
 
