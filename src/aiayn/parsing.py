@@ -26,9 +26,12 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 import torch
-from matplotlib.axes import Axes
+
+if TYPE_CHECKING:  # draw_tree's annotation only: the task itself needs no matplotlib
+    from matplotlib.axes import Axes
 
 from aiayn import evaluation  # a module: evaluation imports tasks, which imports this
 from aiayn.model import Transformer
@@ -441,7 +444,7 @@ def evaluate_parses(
 # --- drawing a tree -----------------------------------------------------------------
 
 
-def draw_tree(ax: Axes, tree: Tree, sentence: str, title: str = "") -> None:
+def draw_tree(ax: "Axes", tree: Tree, sentence: str, title: str = "") -> None:
     """Draw a tree of tags over the words of ``sentence``, root at the top."""
     below = sentence.split()
     depth = _height(tree)
