@@ -127,6 +127,16 @@ def test_help_describes_every_command():
     assert "--resume" in train_help and "--force" in train_help
 
 
+def test_the_command_line_does_not_load_matplotlib():
+    """Only the chapters draw: every `python -m aiayn` process starts without it."""
+    loaded = subprocess.run(
+        [sys.executable, "-c",
+         "import sys, aiayn.__main__; print('matplotlib' in sys.modules)"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    assert loaded.strip() == "False"
+
+
 def test_evaluate_prints_exact_match_and_token_accuracy(checkpoint):
     result = run_main("evaluate", "--checkpoint", checkpoint, "--n", 50, "--length", 4)
     assert result.returncode == 0, result.stderr

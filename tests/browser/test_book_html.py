@@ -73,7 +73,8 @@ def open_page(browser, url):
     )
     page.evaluate("() => window.MathJax?.startup?.promise ?? null")
     # the fonts MathJax asked for while typesetting: the last requests a page makes
-    # (none starts later on any page of the book), so no idle network to wait for
+    # (when this was written, no page of the book started one later), so no idle
+    # network to wait for
     page.evaluate("() => document.fonts.ready.then(() => null)")
     return page, [e for e in errors if e not in ALLOWED_CONSOLE_ERRORS]
 
