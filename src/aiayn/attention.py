@@ -49,6 +49,45 @@ def scaled_dot_product_attention(
     return weights @ value, weights  # (..., T, S) @ (..., S, d_v) -> (..., T, d_v)
 
 
+# The longest key sequence for which MultiHeadAttention, on a CPU, computes Eq. (1) with
+# short_sequence_attention instead of the fused kernel: below about 64 keys the kernel's
+# fixed cost per (example, head) outweighs the memory it saves (measured in
+# book/appendix-fast-paths.md).
+SHORT_SEQUENCE = 32
+
+
+def short_sequence_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout: Callable[[Tensor], Tensor] | None = None,
+) -> Tensor:
+    """Eq. (1) as scaled_dot_product_attention computes it, in fewer operations.
+
+    The same shapes and the same output; the weights are not returned. A masked score
+    becomes the dtype's most negative number, whose exponential in the softmax is
+    exactly 0, so the weights need no second masking, unless a query has no key at all:
+    its weights would be equal instead, so its output is set to zero, as the other
+    paths give. On a CPU, for a few dozen keys, forward and backward are faster than
+    the fused kernel's.
+    """
+    d_k = query.size(-1)
+    # (..., T, d_k) @ (..., d_k, S) -> (..., T, S)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    if dropout is not None:
+        weights = dropout(weights)
+    out = weights @ value  # (..., T, d_v)
+    if mask is not None:
+        sees_a_key = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
+        if not sees_a_key.all():  # reads the mask on the host: meant for the CPU
+            out = out.masked_fill(~sees_a_key, 0.0)
+    return out
+
+
 def unpacked(x: Tensor, packing: Packing | None) -> Tensor:
     """x itself; with a packing, (N, width) -> (B, T, width), zeros at the padding."""
     return x if packing is None else packing.unpack(x)
@@ -67,13 +106,15 @@ class MultiHeadAttention(nn.Module):
             mask broadcastable to (B, T, S)) -> (B, T, d_model)
 
     The fused ``F.scaled_dot_product_attention`` computes it in one kernel without
-    materialising the attention weights (much faster for long sequences, about even for
-    short ones). Its boolean attn_mask means what ours means (True = may attend), and
-    for a query whose keys are all masked it returns zeros, as the explicit path does
-    (PyTorch >= 2.5; tests/test_attention.py checks). With ``need_weights=True`` the
-    explicit Eq. (1) path runs instead and forward returns (output, weights (B, h, T,
-    S)). The two halves, ``project`` (into heads) and ``attend``, are also methods of
-    their own: a decoder with a key/value cache projects only the new positions.
+    materialising the attention weights (much faster for long sequences). Its boolean
+    attn_mask means what ours means (True = may attend), and for a query whose keys are
+    all masked it returns zeros, as the explicit path does (PyTorch >= 2.5;
+    tests/test_attention.py checks). On a CPU, for at most SHORT_SEQUENCE keys,
+    ``short_sequence_attention`` runs instead: faster there, the same function. With
+    ``need_weights=True`` the explicit Eq. (1) path runs and forward returns (output,
+    weights (B, h, T, S)). The two halves, ``project`` (into heads) and ``attend``, are
+    also methods of their own: a decoder with a key/value cache projects only the new
+    positions.
 
     Given a ``packing`` (aiayn.packing), the queries (and in self-attention the keys
     and values) hold only the real positions, (N, d_model), and so does the output:
@@ -179,6 +220,8 @@ class MultiHeadAttention(nn.Module):
             out, weights = scaled_dot_product_attention(
                 q, k, v, mask, self.attn_dropout
             )
+        elif q.device.type == "cpu" and k.size(-2) <= SHORT_SEQUENCE:
+            out = short_sequence_attention(q, k, v, mask, self.attn_dropout)
         else:
             dropout_p = self.attn_dropout.p if self.training else 0.0
             out = F.scaled_dot_product_attention(

@@ -10,6 +10,9 @@ ratio are printed, for wall-clock time and for the CPU time of the process (stea
 a busy machine). Both models train (training mode): ours then computes its position-wise
 layers on the real positions only (aiayn.packing), nn.Transformer on every position;
 the padding's share of the batch is printed too.
+
+On Linux the command starts itself again with glibc's malloc thresholds fixed
+(FIXED_MALLOC): left to adapt, they couple the two models' allocation costs.
 """
 
 import argparse
@@ -17,6 +20,7 @@ import dataclasses
 import json
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
@@ -207,7 +211,26 @@ def run(
     }
 
 
+# glibc's malloc raises its thresholds for handing freed memory back to the system as
+# it frees large blocks, so in one process each model's allocations change what the
+# other's cost: nn.Transformer's toy step took 99-100 ms beside ours, but 114-119 ms
+# once ours used short_sequence_attention. Thresholds fixed before the process starts
+# keep them apart (no difference in fused mode: 99 ms).
+FIXED_MALLOC = {
+    "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20),  # blocks above 32 MiB: mapped apart
+    "MALLOC_TRIM_THRESHOLD_": str(2**30),  # keep up to 1 GiB of freed memory
+}
+
+
+def with_fixed_malloc() -> None:
+    """On Linux, run this command again with FIXED_MALLOC, unless it already has it."""
+    if sys.platform == "linux" and not FIXED_MALLOC.items() <= os.environ.items():
+        command = [sys.executable, "-m", "aiayn.bench", *sys.argv[1:]]
+        os.execve(sys.executable, command, os.environ | FIXED_MALLOC)
+
+
 def cli() -> None:
+    with_fixed_malloc()
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
         epilog="Without model or batch options both presets run (toy, larger); with"

@@ -69,7 +69,7 @@ def attend_and_record(
     The weights (B, h, T, S) are appended to ``maps[kind]``, one tensor per layer.
     """
     if maps is None:
-        return attention.attend(*heads, mask, packing=packing)  # the fused kernel
+        return attention.attend(*heads, mask, packing=packing)  # no weights: faster
     out, weights = attention.attend(*heads, mask, need_weights=True, packing=packing)
     maps.setdefault(kind, []).append(weights.detach())
     return out
