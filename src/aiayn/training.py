@@ -196,8 +196,8 @@ def new_run(config: TrainConfig) -> TrainState:
     """
     torch.manual_seed(config.seed)
     model = Transformer(config.model).to(config.device)
-    optimizer = torch.optim.Adam(  # fused: every parameter's update in one pass
-        model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, fused=True
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9
     )
     seed = distributed.process_seed(config.seed, distributed.rank())
     if seed != config.seed:  # another process: its own dropout masks too
