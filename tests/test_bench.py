@@ -1,7 +1,11 @@
+import os
+import sys
+
+import pytest
 import torch
 from torch.testing import assert_close
 
-from aiayn import TransformerConfig, load_decoder_layer, load_encoder_layer
+from aiayn import TransformerConfig, bench, load_decoder_layer, load_encoder_layer
 from aiayn.bench import BenchConfig, bench_batch, bench_config, build_models, run
 
 TINY = BenchConfig(
@@ -51,3 +55,17 @@ def test_run_times_both_models():
     medians = run(TINY, steps=2, warmup=1)
     assert set(medians) == {"ours", "pytorch"}
     assert all(ms > 0 for wall_and_cpu in medians.values() for ms in wall_and_cpu)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's thresholds: Linux only")
+def test_the_bench_starts_again_with_fixed_malloc_thresholds_once(monkeypatch):
+    started = []
+    monkeypatch.setattr(os, "execve", lambda path, args, env: started.append(env))
+    monkeypatch.setattr(sys, "argv", ["bench.py", "--threads", "1"])
+    for name in bench.FIXED_MALLOC:
+        monkeypatch.delenv(name, raising=False)
+    bench.with_fixed_malloc()
+    assert len(started) == 1 and bench.FIXED_MALLOC.items() <= started[0].items()
+    monkeypatch.setattr(os, "environ", started[0])  # the new process: no third start
+    bench.with_fixed_malloc()
+    assert len(started) == 1

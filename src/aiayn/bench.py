@@ -212,10 +212,10 @@ def run(
 
 
 # glibc's malloc raises its thresholds for handing freed memory back to the system as
-# it frees large blocks, so in one process each model's allocations change what the
-# other's cost: nn.Transformer's toy step took 99-100 ms beside ours, but 114-119 ms
-# once ours used short_sequence_attention. Thresholds fixed before the process starts
-# keep them apart (no difference in fused mode: 99 ms).
+# it frees large blocks, so in one process each model's allocations change the cost of
+# the other's: nn.Transformer's toy step took 99-100 ms beside ours on the fused kernel,
+# but 114-119 ms once ours used short_sequence_attention. With the thresholds fixed
+# before the process starts it took 99-100 ms beside either.
 FIXED_MALLOC = {
     "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20),  # blocks above 32 MiB: mapped apart
     "MALLOC_TRIM_THRESHOLD_": str(2**30),  # keep up to 1 GiB of freed memory
