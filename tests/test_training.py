@@ -86,6 +86,29 @@ def test_same_seed_same_losses():
     assert losses[0] == losses[1]
 
 
+def test_foreach_adam_and_clipping_give_the_per_parameter_loop_s_weights_exactly():
+    # train_step clips and steps with foreach=True; the same run with PyTorch's loop
+    # over the parameters (foreach=False) must end on the same weights, bit for bit
+    config = TrainConfig(steps=5, device="cpu", **TINY)
+    fast, looped = new_run(config), new_run(config)
+    looped.optimizer = torch.optim.Adam(
+        looped.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, foreach=False
+    )
+    assert fast.optimizer.defaults["foreach"] is True
+    clip = torch.nn.utils.clip_grad_norm_
+    for _ in range(config.steps):
+        train_step(fast)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(
+                torch.nn.utils,
+                "clip_grad_norm_",
+                lambda params, norm, foreach: clip(params, norm, foreach=False),
+            )
+            train_step(looped)
+    for a, b in zip(fast.model.parameters(), looped.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
 def test_checkpoint_resume_continues_exactly(tmp_path):
     config = dict(steps=8, eval_every=4, **TINY)
     straight = train(new_run(TrainConfig(**config)), progress=False)
