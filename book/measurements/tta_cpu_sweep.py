@@ -28,6 +28,11 @@ import time
 
 import torch
 
+# TrainConfig()'s defaults when this sweep ran, what every variant changes (the row
+# "defaults"); since then the defaults are snap-wu-b128's
+BASE = dict(
+    batch_size=256, warmup_steps=300, lr_factor=0.5, snapshot_every=20, average_last=5
+)
 # the two variants of this sweep's first round that beat the defaults with both seeds
 SNAP_WU = dict(snapshot_every=10, average_last=10, warmup_steps=150, lr_factor=0.354)
 VARIANTS = {
@@ -75,7 +80,7 @@ def run(job):
     from aiayn.time_to_accuracy import configured
     from aiayn.training import new_run, train_step
 
-    config = configured("reverse-repeats", seed, STEPS, "cpu", VARIANTS[name])
+    config = configured("reverse-repeats", seed, STEPS, "cpu", BASE | VARIANTS[name])
     steps = SOURCES // config.batch_size
     state = new_run(config)
     test = held_out_sources(state.task, "test", 10_000)
@@ -100,7 +105,7 @@ def step_costs(rounds: int = 25, steps: int = 4) -> dict:
 
     torch.set_num_threads(STEP_COST_THREADS)
     runs = {
-        name: new_run(configured("reverse-repeats", 0, STEPS, "cpu", changes))
+        name: new_run(configured("reverse-repeats", 0, STEPS, "cpu", BASE | changes))
         for name, changes in VARIANTS.items()
     }
     for state in runs.values():  # past the first, slower steps

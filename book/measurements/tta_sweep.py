@@ -92,7 +92,8 @@ def run(job):
     decay = kw.pop("decay", None)
     average_last = kw.pop("avg", 5)
     # TrainConfig's defaults before issue #11, pinned (the library's have changed)
-    kw = dict(length_power=2.0, lr_factor=1.0, few_digits_share=0.0) | kw
+    kw = dict(length_power=2.0, lr_factor=1.0, few_digits_share=0.0, batch_size=256,
+              warmup_steps=300) | kw
     shape = dict(num_encoder_layers=3, num_decoder_layers=3)
     if "layers" in kw:
         L = kw.pop("layers"); shape.update(num_encoder_layers=L, num_decoder_layers=L)

@@ -544,6 +544,9 @@ TRAIN_DEFAULTS = dict(
     steps=1200,
     warmup_steps=200,
     lr_factor=0.5,
+    # the mean of 5 snapshots 20 steps apart (the digit tasks' defaults: 10, 10 apart)
+    snapshot_every=20,
+    average_last=5,
     eval_every=1200,
     eval_size=300,
     target_exact_match=None,
