@@ -1,7 +1,7 @@
 """A second sweep (issue #11), on this book's 2-core CPU: steps to 99% and 99.9%.
 
-Each variant changes fields of ``TrainConfig()`` (or of its model), the defaults that
-``tta_sweep.py`` chose; seeds 0 and 1 each. A run trains with the library's
+Each variant changes fields of ``BASE`` (or of its model): the defaults that
+``tta_sweep.py`` chose, TrainConfig()'s when this sweep ran; seeds 0 and 1 each. A run trains with the library's
 ``train_step`` and, from step 500 on, every 50 steps greedy-decodes the 10,000
 length-10 test sources with the averaged model; it stops at 99.9% or after 1,600
 steps of 256 sources (as many sources at another batch size). Two runs at a time,
