@@ -28,11 +28,11 @@ import time
 
 import torch
 
+from aiayn.time_to_accuracy import EARLIER_DEFAULTS
+
 # TrainConfig()'s defaults when this sweep ran, what every variant changes (the row
 # "defaults"); since then the defaults are snap-wu-b128's
-BASE = dict(
-    batch_size=256, warmup_steps=300, lr_factor=0.5, snapshot_every=20, average_last=5
-)
+BASE = EARLIER_DEFAULTS
 # the two variants of this sweep's first round that beat the defaults with both seeds
 SNAP_WU = dict(snapshot_every=10, average_last=10, warmup_steps=150, lr_factor=0.354)
 VARIANTS = {

@@ -30,6 +30,11 @@ from aiayn.tasks import TASKS, held_out_sources
 from aiayn.training import TrainConfig, new_run, train_step
 
 TARGETS = (0.99, 0.999)
+# TrainConfig()'s defaults before the CPU sweep (book/measurements/tta_cpu_sweep.py):
+# what its variants change, and what the stored GPU runs trained
+EARLIER_DEFAULTS = dict(
+    batch_size=256, warmup_steps=300, lr_factor=0.5, snapshot_every=20, average_last=5
+)
 TUTORIAL_SEQUENCES = 100_000 * 32  # the seed tutorial: 100,000 steps at batch 32
 
 
