@@ -15,11 +15,10 @@ With pytest-xdist (``-n 2 --dist loadscope``: each notebook whole on one worker)
 every worker stores the chapters it ran, one worker at a time.
 """
 
-import fcntl
 from collections import defaultdict
-from contextlib import contextmanager
 from pathlib import Path
 
+from filelock import FileLock
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from myst_nb.core.read import read_myst_markdown_notebook
@@ -55,24 +54,13 @@ def pytest_sessionfinish(session):
     if not cache_dir:
         return
     if _outputs:  # this process ran cells: the only one, or one of pytest-xdist's
-        with locked(Path(cache_dir).with_suffix(".lock")):
+        # the workers of pytest -n write one cache, one at a time
+        with FileLock(Path(cache_dir).with_suffix(".lock")):
             store(get_cache(cache_dir), Path(session.config.getoption("book_chapters")))
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not hasattr(session.config, "workerinput"):
         stored = len(get_cache(cache_dir).list_cache_records())
         reporter.write_line(f"book cache {cache_dir}: {stored} chapters stored")
-
-
-@contextmanager
-def locked(path: Path):
-    """Hold an exclusive lock on ``path`` (the workers of ``pytest -n`` write one
-    cache)."""
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def store(cache, chapters: Path) -> None:

@@ -78,7 +78,10 @@ def test_one_beam_is_greedy_decoding(alpha):
     for seed in range(8):
         model, src = random_model(seed), random_sources(seed)
         greedy = greedy_decode(model, src, PAD, BOS, EOS, max_len=12)
-        beam = beam_search(model, src, PAD, BOS, EOS, 12, beam_size=1, alpha=alpha)
+        beam = beam_search(
+            model, src, PAD, BOS, EOS, 12, beam_size=1, alpha=alpha,
+            stop_at_k_finished=True,  # fairseq's rule: one beam is greedy
+        )
         assert torch.equal(beam, greedy)
         lengths |= {len(tokens_of(row)) for row in greedy}
     # not a vacuous check: outputs that end at once, later, and never

@@ -9,6 +9,7 @@ import torch
 
 from aiayn.__main__ import main
 from aiayn.decoding import beam_search
+from aiayn.evaluation import predict
 from aiayn.model import Transformer
 from aiayn.parsing import (
     EXTRA_LENGTH,
@@ -20,7 +21,6 @@ from aiayn.parsing import (
     linearize,
     longest_target,
     parse,
-    predict_parses,
     read_tree,
     sample_tree,
     tree_words,
@@ -177,7 +177,7 @@ class NoEnd(torch.nn.Module):
         return logits
 
 
-def test_decoding_stops_at_input_length_plus_300():
+def test_the_task_decodes_up_to_input_length_plus_300():
     torch.manual_seed(0)
     config = small_model_config(
         max_positions=PARSE.source_lengths[-1] + EXTRA_LENGTH + 1
@@ -187,7 +187,7 @@ def test_decoding_stops_at_input_length_plus_300():
     model.output_projection = NoEnd(model.output_projection)
     sentences = ["a cat hit", "the dog saw a cat", "a man liked the hat"]
     for beam_size in (1, 2):
-        predictions = predict_parses(model, PARSE, sentences, beam_size=beam_size)
+        predictions = predict(model, PARSE, sentences, beam_size=beam_size)
         assert [len(p.split()) for p in predictions] == [
             len(s.split()) + EXTRA_LENGTH for s in sentences
         ]

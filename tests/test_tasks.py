@@ -1,5 +1,6 @@
 """Tasks: rules, tokenizers and their special ids, sampling, held-out sets, batching."""
 
+from collections import Counter
 from dataclasses import dataclass
 
 import pytest
@@ -51,7 +52,7 @@ def test_the_digit_tasks_share_one_vocabulary_with_the_ids_of_part_ii():
     assert len(digit_tasks) == 3
     for task in digit_tasks:
         assert task.src_tokenizer is task.tgt_tokenizer is DIGITS
-        assert task.source_lengths == range(1, 11) and task.held_out_length == 10
+        assert task.source_lengths == range(1, 11) and task.held_out_length is None
 
 
 def test_sources_that_are_not_digits_are_rejected():
@@ -118,8 +119,12 @@ def test_held_out_sources_are_deterministic_and_prefixes_of_each_other():
     sources = held_out_sources(task, "test", 3000)
     assert sources == held_out_sources(task, "test", 3000)
     assert held_out_sources(task, "test", 100) == sources[:100]
-    assert len(set(sources)) == len(sources)  # at length 10 repeats are rare: none here
-    assert {len(s.split()) for s in sources} == {task.held_out_length}
+    # every length, equally likely
+    lengths = Counter(len(s.split()) for s in sources)
+    assert sorted(lengths) == list(task.source_lengths)
+    assert all(abs(count - 300) < 4 * 300**0.5 for count in lengths.values())
+    long = held_out_sources(task, "test", 3000, length=10)
+    assert len(set(long)) == len(long)  # at length 10 repeats are rare: none here
 
 
 def test_unknown_split_names_the_choices():

@@ -83,7 +83,7 @@ def run(job):
     config = configured("reverse-repeats", seed, STEPS, "cpu", BASE | VARIANTS[name])
     steps = SOURCES // config.batch_size
     state = new_run(config)
-    test = held_out_sources(state.task, "test", 10_000)
+    test = held_out_sources(state.task, "test", 10_000, length=10)
     curve, started = [], time.time()
     while state.step < steps:
         train_step(state)

@@ -93,7 +93,7 @@ def run(job):
     average_last = kw.pop("avg", 5)
     # TrainConfig's defaults before issue #11, pinned (the library's have changed)
     kw = dict(length_power=2.0, lr_factor=1.0, few_digits_share=0.0, batch_size=256,
-              warmup_steps=300) | kw
+              warmup_steps=300, uniform_length_share=0.0, target_exact_match=0.995) | kw
     shape = dict(num_encoder_layers=3, num_decoder_layers=3)
     if "layers" in kw:
         L = kw.pop("layers"); shape.update(num_encoder_layers=L, num_decoder_layers=L)
@@ -111,7 +111,7 @@ def run(job):
         T.learning_rate = lambda step, d, w, f: eq3(step, d, w, f) * min(1.0, 2 * (decay - step) / decay)
         max_steps = decay
     state = new_run(config)
-    test = held_out_sources(state.task, "test", 10_000)
+    test = held_out_sources(state.task, "test", 10_000, length=10)
     seconds, curve = 0.0, []
     while state.step < max_steps:
         t = time.perf_counter()

@@ -27,7 +27,6 @@ Rank 0 alone prints and writes; --resume needs the same N.
 
 import argparse
 import contextlib
-import fcntl
 import math
 import os
 import shlex
@@ -35,9 +34,10 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, NoReturn
+from typing import NoReturn
 
 import torch
+from filelock import FileLock, Timeout
 
 from aiayn import distributed
 from aiayn.evaluation import evaluate, predict
@@ -52,7 +52,6 @@ from aiayn.training import (
     task_config,
     train,
 )
-from aiayn.translation import NumberWordsTask, translation_scores
 
 # define the run
 KEPT_ON_RESUME = (
@@ -356,39 +355,29 @@ def check_writable(path: Path) -> None:
 @contextlib.contextmanager
 def output_locked(path: Path) -> Iterator[None]:
     """Hold ``<path>.lock`` while this run writes ``path``: a second run on the same
-    path fails at once, naming this one. The lock file is removed at the end."""
+    path fails at once, naming this one (written in ``<path>.writer``).
+
+    The lock is the operating system's (``filelock``: flock where there is one, the
+    Windows API on Windows), so a run that dies releases it. Both files are removed
+    at the end, while the lock is still held.
+    """
     lock_path = path.with_name(f"{path.name}.lock")
-    while True:
-        # closed below, or by the with block after the loop
-        lock = open(lock_path, "a+")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            holder = lock.read().strip() or "starting"
-            lock.close()
-            raise UsageError(
-                f"{path} is being written by another run ({holder})"
-            ) from None
-        if is_same_file(lock, lock_path):
-            break
-        lock.close()  # its holder removed the file after we opened it: open the new one
-    with lock:
-        lock.truncate(0)
-        lock.write(f"pid {os.getpid()}: python -m aiayn {shlex.join(sys.argv[1:])}\n")
-        lock.flush()
-        try:
-            yield
-        finally:
-            lock_path.unlink()  # while locked: then no run holds a removed lock file
-
-
-def is_same_file(opened: IO, path: Path) -> bool:
-    """Whether ``path`` still names the file ``opened`` (it may have been removed)."""
+    writer = path.with_name(f"{path.name}.writer")
+    lock = FileLock(lock_path, timeout=0)
     try:
-        return os.path.samestat(os.fstat(opened.fileno()), os.stat(path))
-    except FileNotFoundError:
-        return False
+        lock.acquire()
+    except Timeout:
+        holder = writer.read_text().strip() if writer.is_file() else "starting"
+        raise UsageError(f"{path} is being written by another run ({holder})") from None
+    try:
+        command = shlex.join(sys.argv[1:])
+        writer.write_text(f"pid {os.getpid()}: python -m aiayn {command}\n")
+        yield
+    finally:
+        writer.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # Windows removes it on release instead
+            lock_path.unlink()
+        lock.release()
 
 
 def fresh_run(args: argparse.Namespace) -> TrainState:
@@ -438,7 +427,7 @@ def summary(state: TrainState, out: Path) -> str:
     if evaluations:
         line += (
             f", validation exact match {evaluations[-1]['val_exact_match']:.4f} on "
-            f"{state.config.eval_size} sources {held_out(state.task, None)}"
+            f"{state.config.eval_size} {held_out(None)}"
         )
     return f"{line}; saved {out}"
 
@@ -446,47 +435,29 @@ def summary(state: TrainState, out: Path) -> str:
 def run_evaluate(args: argparse.Namespace) -> int:
     state = open_checkpoint(args.checkpoint)
     task = state.task
-    if isinstance(task, NumberWordsTask):
-        return evaluate_translation(state, args)
     lengths = task.source_lengths
     if args.length is not None and args.length not in lengths:
         raise UsageError(
             f"--length {args.length} is outside {lengths.start}..{lengths[-1]} for "
             f"{task.name}"
         )
-    sources = held_out_sources(task, args.split, args.n, length=args.length)
+    try:
+        sources = held_out_sources(task, args.split, args.n, length=args.length)
+    except ValueError as error:  # a task that draws no sources of a given length
+        raise UsageError(f"--length: {error}") from None
     decoding = {"beam_size": args.beam, "alpha": args.alpha}
     scores = evaluate(state.averaged_model(), task, sources, **decoding)
-    print(f"task:           {task.name}")
-    print(f"sources:        {args.n} {held_out(task, args.length)}, {args.split} split")
-    print(f"decoding:       {decoding_name(args)}")
-    print(f"exact match:    {scores['exact_match']:.4f}")
-    print(f"token accuracy: {scores['token_accuracy']:.4f}")
+    print(f"{'task:':16}{task.name}")
+    print(f"{'sources:':16}{args.n} {held_out(args.length)}, {args.split} split")
+    print(f"{'decoding:':16}{decoding_name(args, task)}")
+    for name, value in scores.items():
+        print(f"{name.replace('_', ' ') + ':':16}{value:.4f}")
     return 0
 
 
-def evaluate_translation(state: TrainState, args: argparse.Namespace) -> int:
-    """Exact match, BLEU and chrF of a translation checkpoint on held-out numbers."""
-    if args.length is not None:
-        raise UsageError(f"--length: {state.task.name} draws numbers, not lengths")
-    sources = held_out_sources(state.task, args.split, args.n)
-    decoding = {"beam_size": args.beam, "alpha": args.alpha}
-    predictions = predict(state.averaged_model(), state.task, sources, **decoding)
-    references = [state.task.target(source) for source in sources]
-    scores = translation_scores(predictions, references)
-    print(f"task:           {state.task.name}")
-    print(f"sources:        {args.n} numbers of the {args.split} split")
-    print(f"decoding:       {decoding_name(args)}")
-    print(f"exact match:    {scores['exact_match']:.4f}")
-    print(f"BLEU:           {scores['bleu']:.2f}  ({scores['bleu_signature']})")
-    print(f"chrF:           {scores['chrf']:.2f}  ({scores['chrf_signature']})")
-    return 0
-
-
-def held_out(task: Task, length: int | None) -> str:
-    """How the held-out sources of a task are drawn, e.g. 'of length 10'."""
-    length = task.held_out_length if length is None else length
-    return "as training draws them" if length is None else f"of length {length}"
+def held_out(length: int | None) -> str:
+    """'held-out sources', or 'held-out sources of length 4'."""
+    return "held-out sources" + ("" if length is None else f" of length {length}")
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -502,10 +473,16 @@ def run_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def decoding_name(args: argparse.Namespace) -> str:
+def decoding_name(args: argparse.Namespace, task: Task) -> str:
+    """'greedy', or the beam search, and the task's bound on the outputs' length."""
     if args.beam == 1:
-        return "greedy"
-    return f"beam search, beam size {args.beam}, alpha {args.alpha}"
+        name = "greedy"
+    else:
+        rule = "k finished" if task.decoding.stop_at_k_finished else "no better beam"
+        name = f"beam search, beam {args.beam}, alpha {args.alpha}, stops at {rule}"
+    if task.decoding.extra_length is not None:
+        name += f", outputs up to input length + {task.decoding.extra_length}"
+    return name
 
 
 def standard_input_lines() -> list[str]:

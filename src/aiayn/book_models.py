@@ -19,14 +19,12 @@ from pathlib import Path
 
 import torch
 
-from aiayn.parsing import EXTRA_LENGTH, PARSE
 from aiayn.training import (
     TrainConfig,
     TrainState,
     load_checkpoint,
     new_run,
     task_config,
-    toy_model_config,
     train,
 )
 
@@ -36,9 +34,6 @@ RUNS = Path(__file__).resolve().parents[2] / "_build" / "runs"
 # them.
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "book" / "measurements"
 
-# the parsing model's positions: its longest source + 300, as §6.3 decodes, + <s>
-PARSE_POSITIONS = PARSE.source_lengths[-1] + EXTRA_LENGTH + 1
-
 BOOK_MODELS = {  # the longest first: `--jobs` hands them out in this order
     # the hardest toy task with the command line's defaults ("Training the toy tasks")
     "reverse-repeats": TrainConfig(),
@@ -47,32 +42,11 @@ BOOK_MODELS = {  # the longest first: `--jobs` hands them out in this order
     "en-fr": task_config("en-fr"),
     "en-de": task_config("en-de"),
     # §6.3 in miniature ("English constituency parsing"): sentences of a toy grammar
-    # to their bracketed parse trees; outputs decoded up to input length + 300
-    "parse": TrainConfig(
-        task="parse",
-        model=toy_model_config("parse", max_positions=PARSE_POSITIONS),
-        batch_size=64,
-        length_power=1.0,  # a length L with probability ∝ L
-        steps=520,
-        warmup_steps=100,
-        lr_factor=1.0,
-        snapshot_every=20,  # the mean of 5 snapshots 20 steps apart
-        average_last=5,
-        eval_every=520,
-        eval_size=200,
-        target_exact_match=None,
-    ),
-    # moving digits by position needs one layer a side; short runs, evaluated more often
-    "copy": TrainConfig(
-        task="copy",
-        model=toy_model_config("copy", num_encoder_layers=1, num_decoder_layers=1),
-        eval_every=100,
-    ),
-    "reverse": TrainConfig(
-        task="reverse",
-        model=toy_model_config("reverse", num_encoder_layers=1, num_decoder_layers=1),
-        eval_every=100,
-    ),
+    # to their bracketed parse trees, with the task's train_defaults
+    "parse": task_config("parse"),
+    # copy and reverse: one layer a side (their train_defaults)
+    "copy": task_config("copy"),
+    "reverse": task_config("reverse"),
 }
 
 

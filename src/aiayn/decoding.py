@@ -163,7 +163,7 @@ def beam_search(
     alpha: float = 0.6,
     return_scores: bool = False,
     use_cache: bool = True,
-    stop_at_k_finished: bool = True,
+    stop_at_k_finished: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Decode a batch of sources with beam search and GNMT's length penalty.
 
@@ -174,13 +174,13 @@ def beam_search(
 
     Every step keeps each source's 2k best one-token extensions. One that ends with
     the end token among the first k is finished; the k best that do not end are the
-    next beams. A source is done when it has had k finished hypotheses (fairseq's rule,
-    which makes beam_size=1 greedy decoding), when no beam can still beat its best
-    finished hypothesis, or at its length limit, where its beams count as finished.
-    use_cache=False recomputes every prefix at every step, with the same result.
-    stop_at_k_finished=False drops the first rule, as tensor2tensor does: with a small
-    vocabulary and a wide beam, k hypotheses that end early, and badly, can come before
-    the good one.
+    next beams. A source is done when no beam can still beat its best finished
+    hypothesis (tensor2tensor's rule, the paper's authors'), or at its length limit,
+    where its beams count as finished. stop_at_k_finished=True also stops it once it
+    has had k finished hypotheses (fairseq's rule, which makes beam_size=1 greedy
+    decoding): cheaper, but with a small vocabulary and a wide beam, k hypotheses that
+    end early, and badly, can come before the good one. use_cache=False recomputes
+    every prefix at every step, with the same result.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size={beam_size} must be at least 1")

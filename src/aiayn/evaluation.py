@@ -1,10 +1,10 @@
-"""Evaluation: greedy predictions as text, exact match and token accuracy."""
+"""Evaluation: predictions as text, decoded and scored as their task says."""
 
 import torch
 
 from aiayn.decoding import beam_search, greedy_decode
 from aiayn.model import Transformer
-from aiayn.tasks import Task, make_batch
+from aiayn.tasks import Decoding, Task, make_batch
 
 
 @torch.no_grad()
@@ -16,19 +16,19 @@ def predict(
     *,
     beam_size: int = 1,
     alpha: float = 0.6,
-    stop_at_k_finished: bool = True,
-    extra_length: int | None = None,
+    decoding: Decoding | None = None,
 ) -> list[str]:
     """Predictions for source texts, as target texts: greedy, or with ``beam_size`` > 1
-    beam search with length penalty ``alpha`` (and its stopping rules, see
-    ``beam_search``).
+    beam search with length penalty ``alpha``.
 
-    Without ``extra_length``, each batch decodes at most one token more than its
-    longest target and end token. With it, each output may grow to its source's
-    length + ``extra_length`` tokens, as the paper sets its limits (input length + 50,
-    or + 300 for parsing): sources of one length are then decoded together, so that
-    one limit fits the batch.
+    ``decoding`` (by default the task's own, ``task.decoding``) bounds the outputs and
+    chooses beam search's stopping rule. Without an ``extra_length``, each batch
+    decodes at most one token more than its longest target and end token. With one,
+    each output may grow to its source's length + ``extra_length`` tokens: sources of
+    one length are then decoded together, so that one limit fits the batch.
     """
+    decoding = task.decoding if decoding is None else decoding
+    extra_length = decoding.extra_length
     model.eval()
     device = next(model.parameters()).device
     target = task.tgt_tokenizer
@@ -52,7 +52,7 @@ def predict(
                     max_len,
                     beam_size=beam_size,
                     alpha=alpha,
-                    stop_at_k_finished=stop_at_k_finished,
+                    stop_at_k_finished=decoding.stop_at_k_finished,
                 )
             for i, row in zip(chunk, output.tolist(), strict=True):
                 predictions[i] = target.decode(row)
@@ -80,26 +80,18 @@ def evaluate(
     *,
     beam_size: int = 1,
     alpha: float = 0.6,
+    decoding: Decoding | None = None,
 ) -> dict[str, float]:
-    """Exact match and token accuracy of decoding ``sources`` (as ``predict`` does).
+    """The task's scores (``task.scores``: exact match and token accuracy, and the
+    task's own) of decoding ``sources`` as ``predict`` does.
 
     Pass held-out sources: ``held_out_sources(task, "validation", n)`` for every
     decision (when to stop, which settings are best), ``"test"`` only for the number a
-    run reports. Tokens are the target tokenizer's.
+    run reports.
     """
     if not sources:
         raise ValueError("evaluate needs at least one source")
-    predictions = predict(model, task, sources, beam_size=beam_size, alpha=alpha)
-    split = task.tgt_tokenizer.split
-    exact = right_tokens = total_tokens = 0
-    for source, predicted in zip(sources, predictions, strict=True):
-        expected = split(task.target(source))
-        got = split(predicted)
-        exact += got == expected
-        # the two may differ in length
-        right_tokens += sum(e == g for e, g in zip(expected, got, strict=False))
-        total_tokens += len(expected)
-    return {
-        "exact_match": exact / len(sources),
-        "token_accuracy": right_tokens / total_tokens,
-    }
+    predictions = predict(
+        model, task, sources, beam_size=beam_size, alpha=alpha, decoding=decoding
+    )
+    return task.scores(sources, predictions)

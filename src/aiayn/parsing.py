@@ -26,6 +26,7 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import torch
@@ -33,9 +34,7 @@ import torch
 if TYPE_CHECKING:  # draw_tree's annotation only: the task itself needs no matplotlib
     from matplotlib.axes import Axes
 
-from aiayn import evaluation  # a module: evaluation imports tasks, which imports this
-from aiayn.model import Transformer
-from aiayn.tasks import TASKS, Task, Tokenizer
+from aiayn.tasks import TASKS, Decoding, Task, Tokenizer
 
 # A tree is (label, children); a leaf is (tag, word).
 Tree = tuple[str, tuple]
@@ -221,6 +220,26 @@ class _Reader:
         return ("VP", tuple(children))
 
 
+EXTRA_LENGTH = 300  # §6.3: "maximum output length to input length + 300"
+LONGEST_SENTENCE = 15  # words
+
+TRAIN_DEFAULTS = dict(
+    # positions for the longest output: the longest sentence + 300, + <s>
+    model=dict(max_positions=LONGEST_SENTENCE + EXTRA_LENGTH + 1),
+    batch_size=64,
+    length_power=1.0,  # a length L with probability ∝ L
+    uniform_length_share=0.0,
+    steps=520,
+    warmup_steps=100,
+    lr_factor=1.0,
+    snapshot_every=20,  # the mean of 5 snapshots 20 steps apart
+    average_last=5,
+    eval_every=520,
+    eval_size=200,
+    target_exact_match=None,
+)
+
+
 def is_held_out(sentence: str) -> bool:
     """One sentence in 8, fixed by a hash of its text, is never trained on."""
     return zlib.crc32(b"parse held out: " + sentence.encode()) % 8 == 0
@@ -236,8 +255,11 @@ class ParseTask(Task):
     )
     src_tokenizer: Tokenizer = WORD_TOKENIZER
     tgt_tokenizer: Tokenizer = TREE_TOKENIZER
-    source_lengths: range = range(3, 16)
+    source_lengths: range = range(3, LONGEST_SENTENCE + 1)
     held_out_length: int | None = None  # lengths drawn as ``sample`` draws them
+    # §6.3: "maximum output length to input length + 300"
+    decoding = Decoding(extra_length=EXTRA_LENGTH)
+    train_defaults = MappingProxyType(TRAIN_DEFAULTS)
 
     @property
     def longest_sequence(self) -> int:
@@ -249,6 +271,14 @@ class ParseTask(Task):
 
     def check_source(self, source: str) -> None:
         parse(source)
+
+    def scores(self, sources: list[str], predictions: list[str]) -> dict[str, float]:
+        """Exact match and token accuracy, then labelled-bracket precision, recall and
+        F1 and the share of well-formed trees (``bracket_scores``)."""
+        expected = [self.target(s) for s in sources]
+        return super().scores(sources, predictions) | bracket_scores(
+            sources, expected, predictions
+        )
 
     def sample(
         self, n: int, generator: torch.Generator, length: int | None = None
@@ -394,51 +424,6 @@ def bracket_scores(
         "f1": f1,
         "well_formed": well_formed / len(sources),
     }
-
-
-# --- decoding as §6.3 does ----------------------------------------------------------
-
-EXTRA_LENGTH = 300  # §6.3: "maximum output length to input length + 300"
-
-
-def predict_parses(
-    model: Transformer,
-    task: Task,
-    sentences: list[str],
-    *,
-    beam_size: int = 1,
-    alpha: float = 0.6,
-    batch_size: int = 200,
-) -> list[str]:
-    """Linearized trees for ``sentences``: greedy, or beam search (``beam_size`` > 1)
-    with length penalty ``alpha``; each output at most its input's length + 300
-    tokens (sentences of one length decoded together). Beam search stops on its bound
-    alone, as tensor2tensor does: with a beam wider than the tree vocabulary, k
-    finished hypotheses can all be cut-off trees."""
-    return evaluation.predict(
-        model,
-        task,
-        sentences,
-        batch_size,
-        beam_size=beam_size,
-        alpha=alpha,
-        stop_at_k_finished=False,
-        extra_length=EXTRA_LENGTH,
-    )
-
-
-def evaluate_parses(
-    model: Transformer,
-    task: Task,
-    sentences: list[str],
-    *,
-    beam_size: int = 1,
-    alpha: float = 0.6,
-) -> tuple[dict[str, float], list[str]]:
-    """``bracket_scores`` of the model's parses of ``sentences``, and the parses."""
-    predicted = predict_parses(model, task, sentences, beam_size=beam_size, alpha=alpha)
-    expected = [task.target(s) for s in sentences]
-    return bracket_scores(sentences, expected, predicted), predicted
 
 
 # --- drawing a tree -----------------------------------------------------------------

@@ -22,9 +22,10 @@ reversal starts there).
 import zlib
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
+from types import MappingProxyType
 
 import torch
 from torch import Tensor
@@ -99,14 +100,34 @@ class Tokenizer:
         return self.join(tokens)
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """How a task's outputs are decoded, greedily or by beam search.
+
+    ``extra_length``: an output may grow to its source's length + this many tokens, as
+    the paper bounds its outputs (input + 50; input + 300 for parsing); None: one token
+    more than the longest target of its batch. ``stop_at_k_finished``: beam search
+    also stops a source once k of its hypotheses have ended (fairseq's rule) instead
+    of only when no beam can still beat its best finished one (tensor2tensor's, the
+    paper's authors'); see ``aiayn.decoding.beam_search``.
+    """
+
+    extra_length: int | None = None
+    stop_at_k_finished: bool = False
+
+
 class Task(ABC):
-    """A source of (source, target) text pairs, with a tokenizer for each side.
+    """A source of (source, target) text pairs, with a tokenizer for each side, and
+    the task's own rules: how to train on it, decode it and score it.
 
     ``src_tokenizer`` reads the sources, ``tgt_tokenizer`` the targets; they are one
     object when the two sides share a vocabulary. ``source_lengths`` are the lengths,
     in source tokens, that ``sample`` draws. ``held_out_length`` is the length of the
     validation and test sources (None: lengths as ``sample`` draws them), and
     ``longest_sequence`` the most token ids a source or target has, end token included.
+    ``train_defaults`` are the TrainConfig fields a run of the task starts from
+    (``training.task_config``; "model": TransformerConfig fields), ``decoding`` how its
+    outputs are decoded, and ``scores`` what an evaluation reports.
     """
 
     name: str
@@ -116,6 +137,8 @@ class Task(ABC):
     source_lengths: range
     held_out_length: int | None
     longest_sequence: int
+    train_defaults: Mapping[str, object] = MappingProxyType({})
+    decoding: Decoding = Decoding()
 
     @abstractmethod
     def target(self, source: str) -> str:
@@ -137,6 +160,24 @@ class Task(ABC):
         """n sources for the held-out splits: by default drawn as ``sample`` draws."""
         return self.sample(n, generator, length=length)
 
+    def scores(self, sources: list[str], predictions: list[str]) -> dict[str, float]:
+        """What an evaluation reports of these predictions: here exact match and token
+        accuracy (the target tokenizer's tokens); a task may add its own scores."""
+        if not sources or len(sources) != len(predictions):
+            raise ValueError("give one prediction per source, at least one")
+        exact = right_tokens = total_tokens = 0
+        for source, predicted in zip(sources, predictions, strict=True):
+            expected = self.tgt_tokenizer.split(self.target(source))
+            got = self.tgt_tokenizer.split(predicted)
+            exact += got == expected
+            # the two may differ in length
+            right_tokens += sum(e == g for e, g in zip(expected, got, strict=False))
+            total_tokens += len(expected)
+        return {
+            "exact_match": exact / len(sources),
+            "token_accuracy": right_tokens / total_tokens,
+        }
+
 
 def reverse_repeats(digits: list[str]) -> list[str]:
     """Even-numbered occurrences of a digit become X; then the sequence is reversed.
@@ -157,7 +198,10 @@ DIGIT_TOKENIZER = Tokenizer(("<pad>", "<s>", "</s>", *"0123456789", "X"))
 
 @dataclass(frozen=True)
 class DigitTask(Task):
-    """A toy task: a rule from digit sequences to target sequences; one vocabulary."""
+    """A toy task: a rule from digit sequences to target sequences; one vocabulary.
+
+    Held-out sources have every length, all equally likely, as ``sample`` draws them.
+    """
 
     name: str
     rule: Callable[[list[str]], list[str]]
@@ -165,11 +209,10 @@ class DigitTask(Task):
     source_lengths: range = range(1, 11)
     src_tokenizer: Tokenizer = DIGIT_TOKENIZER
     tgt_tokenizer: Tokenizer = DIGIT_TOKENIZER
-
-    @property
-    def held_out_length(self) -> int:
-        """Held-out sources are of the longest length, the hardest."""
-        return self.source_lengths[-1]
+    held_out_length: int | None = None
+    train_defaults: Mapping[str, object] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False
+    )
 
     @property
     def longest_sequence(self) -> int:
@@ -227,6 +270,16 @@ class DigitTask(Task):
         return drawn, lengths
 
 
+# Moving digits by position needs one layer a side; the runs are short, evaluated more
+# often, and stop once they are good enough.
+MOVING_DIGITS_DEFAULTS = MappingProxyType(
+    dict(
+        model=dict(num_encoder_layers=1, num_decoder_layers=1),
+        eval_every=100,
+        target_exact_match=0.995,
+    )
+)
+
 TASKS = {
     task.name: task
     for task in [
@@ -236,9 +289,17 @@ TASKS = {
             "every even-numbered occurrence of a digit becomes X, then the sequence is "
             "reversed",
         ),
-        DigitTask("copy", lambda digits: list(digits), "the output is the input"),
         DigitTask(
-            "reverse", lambda digits: digits[::-1], "the output is the input reversed"
+            "copy",
+            lambda digits: list(digits),
+            "the output is the input",
+            train_defaults=MOVING_DIGITS_DEFAULTS,
+        ),
+        DigitTask(
+            "reverse",
+            lambda digits: digits[::-1],
+            "the output is the input reversed",
+            train_defaults=MOVING_DIGITS_DEFAULTS,
         ),
     ]
 }

@@ -71,12 +71,15 @@ class TrainConfig:
     # similar length, with at most max_tokens padded tokens a side (§5.1); None:
     # batch_size sources
     max_tokens: int | None = None
-    # a training source of L tokens has probability ∝ L**length_power
+    # a training source of L tokens has probability ∝ L**length_power, except for a
+    # share uniform_length_share of them whose lengths are all equally likely: short
+    # sources, all but absent under L**4, are learned too
     length_power: float = 4.0
+    uniform_length_share: float = 0.05
     # the share of training sources drawn from a few digits (training_sources);
     # None: 0.5 for a digit task, 0 for any other
     few_digits_share: float | None = None
-    steps: int = 8000
+    steps: int = 2000
     # the peak rate of warm-up 300 with factor 0.5, reached in half the steps
     # (the peak scales as lr_factor / sqrt(warmup_steps): 0.5 / sqrt(2) = 0.354)
     warmup_steps: int = 150
@@ -85,7 +88,8 @@ class TrainConfig:
     clip_norm: float = 1.0
     eval_every: int = 250
     eval_size: int = 1000
-    target_exact_match: float | None = 0.995  # stop early once reached at an evaluation
+    # stop early once an evaluation reaches this exact match; None: run every step
+    target_exact_match: float | None = None
     # evaluate and predict with the mean of the last weight snapshots
     average_last: int = 10
     snapshot_every: int = 10  # steps between two snapshots
@@ -104,6 +108,11 @@ class TrainConfig:
         if not 0.0 <= self.few_digits_share <= 1.0:
             raise ValueError(
                 f"few_digits_share={self.few_digits_share} is not a share in [0, 1]"
+            )
+        if not 0.0 <= self.uniform_length_share < 1.0:
+            raise ValueError(
+                f"uniform_length_share={self.uniform_length_share} is not a share "
+                "in [0, 1)"
             )
         if self.few_digits_share > 0 and not isinstance(task, DigitTask):
             raise ValueError(
@@ -129,7 +138,7 @@ class TrainConfig:
 def task_config(task: str, **fields) -> TrainConfig:
     """A TrainConfig with the task's own defaults (``Task.train_defaults``), then
     ``fields``: what `python -m aiayn train --task NAME` trains."""
-    defaults = dict(getattr(get_task(task), "train_defaults", {}))
+    defaults = dict(get_task(task).train_defaults)
     shape = defaults.pop("model", None)
     if shape is not None:
         defaults["model"] = toy_model_config(task, **shape)
@@ -239,6 +248,7 @@ def training_sources(
     generator: torch.Generator,
     length_power: float,
     few_digits_share: float = 0.0,
+    uniform_length_share: float = 0.0,
 ) -> list[str]:
     """n random sources whose lengths L are drawn with probability ∝ L**length_power.
 
@@ -251,7 +261,9 @@ def training_sources(
     The sources come grouped by length; a batch does not depend on its order.
     """
     sources = []
-    groups = source_groups(task, n, generator, length_power, few_digits_share)
+    groups = source_groups(
+        task, n, generator, length_power, few_digits_share, uniform_length_share
+    )
     for length, k, count in groups:
         if k == 10:  # all ten digits: the task's own sampling
             sources += task.sample(count, generator, length=length)
@@ -266,11 +278,12 @@ def source_groups(
     generator: torch.Generator,
     length_power: float,
     few_digits_share: float = 0.0,
+    uniform_length_share: float = 0.0,
 ) -> list[tuple[int, int, int]]:
     """``training_sources``' first draws: how many of the n sources have each length
     and number of digits, as (length, digits, count), sorted (10 digits: all)."""
     lengths = torch.tensor(task.source_lengths)
-    weights = lengths.double() ** length_power
+    weights = length_weights(lengths, length_power, uniform_length_share)
     drawn = lengths[
         torch.multinomial(weights, n, replacement=True, generator=generator)
     ]
@@ -288,21 +301,34 @@ def source_groups(
     ]
 
 
+def length_weights(
+    lengths: Tensor, length_power: float, uniform_length_share: float = 0.0
+) -> Tensor:
+    """A weight per length: L**length_power, plus the same floor for every length, so
+    that a share ``uniform_length_share`` of the draws has every length equally
+    likely (none: the weights L**length_power themselves)."""
+    powered = lengths.double() ** length_power
+    share = uniform_length_share
+    return powered + share / (1 - share) * powered.sum() / len(lengths)
+
+
 def training_batch(
     task: Task,
     n: int,
     generator: torch.Generator,
     length_power: float,
     few_digits_share: float = 0.0,
+    uniform_length_share: float = 0.0,
 ) -> Batch:
     """``make_batch(task, training_sources(task, n, generator, ...))``: the same batch
     from the same draws. For the digit tasks it is drawn as numbers, without text
     (``aiayn.digit_batches``), about four times faster (tests/test_digit_batches.py
     checks it is the same batch)."""
+    shares = few_digits_share, uniform_length_share
     if not digit_batches.drawn_as_numbers(task):
-        sources = training_sources(task, n, generator, length_power, few_digits_share)
+        sources = training_sources(task, n, generator, length_power, *shares)
         return make_batch(task, sources)
-    groups = source_groups(task, n, generator, length_power, few_digits_share)
+    groups = source_groups(task, n, generator, length_power, *shares)
     return digit_batches.digit_batch(task, groups, generator)
 
 
@@ -357,6 +383,7 @@ def train_step(state: TrainState, sources: list[str] | None = None) -> dict:
             state.data_rng,
             config.length_power,
             config.few_digits_share,
+            config.uniform_length_share,
         )
     state.step += 1
     rate = learning_rate(
@@ -527,7 +554,10 @@ def save_checkpoint(state: TrainState, path: str | Path) -> None:
     descriptor, temporary = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
     )
-    os.fchmod(descriptor, 0o644)  # mkstemp makes the file private; a checkpoint is not
+    # mkstemp makes the file private; a checkpoint is not (no fchmod on Windows
+    # before Python 3.13, where the mode means little)
+    if hasattr(os, "fchmod"):
+        os.fchmod(descriptor, 0o644)
     try:
         with os.fdopen(descriptor, "wb") as file:
             torch.save(contents, file)

@@ -20,12 +20,13 @@ cut from that corpus by approximate length within a token budget
 import json
 import re
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
+from types import MappingProxyType
 
 import torch
 from num2words import num2words
-from sacrebleu.metrics import BLEU, CHRF
 from tokenizers import Tokenizer as BPETokenizer
 from tokenizers import models, pre_tokenizers, trainers
 from torch import nn
@@ -295,7 +296,9 @@ class NumberWordsTask(Task):
     corpus_size: int = 60_000
     held_out_length: None = None  # held-out sources are drawn as training draws them
     # the TrainConfig fields that training.task_config starts from
-    train_defaults: dict = field(default_factory=dict, compare=False)
+    train_defaults: Mapping[str, object] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False
+    )
 
     def target(self, source: str) -> str:
         """'twenty-one' -> 'einundzwanzig' (en-de)."""
@@ -304,6 +307,15 @@ class NumberWordsTask(Task):
     def check_source(self, source: str) -> None:
         """Refuse text that is not num2words' English for a number of the task."""
         read_english(source)
+
+    def scores(self, sources: list[str], predictions: list[str]) -> dict[str, float]:
+        """Exact match and token accuracy, then sacrebleu's corpus BLEU and chrF."""
+        references = [self.target(s) for s in sources]
+        corpus = translation_scores(predictions, references)
+        return super().scores(sources, predictions) | {
+            "bleu": corpus["bleu"],
+            "chrf": corpus["chrf"],
+        }
 
     def sample(
         self, n: int, generator: torch.Generator, length: int | None = None
@@ -487,6 +499,9 @@ def rule_alignment(
 
 def translation_scores(predictions: list[str], references: list[str]) -> dict:
     """Exact match, sacrebleu's corpus BLEU and chrF (0-100), and their signatures."""
+    # imported here: a digit task does not need sacrebleu (nor its file locking)
+    from sacrebleu.metrics import BLEU, CHRF
+
     if len(predictions) != len(references) or not references:
         raise ValueError("give as many predictions as references, at least one")
     bleu, chrf = BLEU(), CHRF()
@@ -538,9 +553,10 @@ def training_flops(
 # The translation chapter's training, `python -m aiayn train --task en-de`'s defaults:
 # batches of at most max_tokens padded tokens a side, the learning rate of Eq. (3)
 # halved, one evaluation of the averaged snapshots at the end.
-TRAIN_DEFAULTS = dict(
+TRAIN_DEFAULTS = MappingProxyType(dict(
     model=dict(d_model=64, nhead=4, num_encoder_layers=2, num_decoder_layers=2),
     max_tokens=1500,
+    uniform_length_share=0.0,  # batches come from the corpus, not drawn by length
     steps=1200,
     warmup_steps=200,
     lr_factor=0.5,
@@ -550,7 +566,7 @@ TRAIN_DEFAULTS = dict(
     eval_every=1200,
     eval_size=300,
     target_exact_match=None,
-)
+))
 
 TRANSLATION_TASKS = {
     task.name: task
