@@ -7,6 +7,10 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
+# An index pip also reads for torch: on a stock Linux machine `torch==2.13.0` is the
+# CUDA build (gigabytes); `make book TORCH_INDEX=https://download.pytorch.org/whl/cpu`
+# takes PyTorch's CPU build (2.13.0+cpu) instead.
+TORCH_INDEX ?=
 VENV     := .venv
 PY       := $(VENV)/bin/python
 JB       := $(VENV)/bin/jupyter-book
@@ -15,24 +19,32 @@ NBVAL    := $(BUILD)/nbval
 LINT     := $(BUILD)/lint
 CACHE    := $(BUILD)/.jupyter_cache
 RUNS     := $(BUILD)/runs
+# `make portability`: the book models trained again, with another seed and on another
+# CPU kernel path, and the chapters that load them run against them
+OTHER_SEED := 1
+OTHER_RUNS := $(BUILD)/runs-other
+MODEL_CHAPTERS := $(shell grep -l 'book_model\|BOOK_MODELS\|table3_cpu' book/*.md)
 SETUP    := $(VENV)/.installed
 SRC      := $(shell find src -type f -name '*.py' 2>/dev/null) $(wildcard src/aiayn)
 CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: help book models sync test lint unit notebooks strict-book browser chromium clean
+.PHONY: help book models sync test lint unit notebooks strict-book browser chromium \
+        portability clean
 
 help:
 	@echo "make book   build the HTML book into $(BUILD)/html"
 	@echo "make test   run every check: lint, unit tests, notebooks, strict build, browser"
 	@echo "make models train the models the final chapters load (into $(RUNS))"
 	@echo "make sync   copy the library's definitions into the chapters that teach them"
+	@echo "make portability  the chapters with trained models, on another seed and CPU path"
 	@echo "make clean  remove $(BUILD) (keeps $(VENV))"
 
 # --- setup -------------------------------------------------------------------------------------
 $(SETUP): requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
+	  -r requirements.txt
 	$(PY) -m ipykernel install --sys-prefix --name aiayn --display-name "Python 3 (aiayn)" >/dev/null
 	touch $@
 
@@ -40,7 +52,7 @@ $(SETUP): requirements.txt pyproject.toml
 # empties the cache, Sphinx's saved doctrees and the models the final chapters trained, so every
 # chapter is read, executed and trained again against the new code, not kept from the old one.
 $(BUILD)/.src-stamp: $(SRC) $(SETUP)
-	rm -rf $(CACHE) $(BUILD)/.doctrees $(RUNS)
+	rm -rf $(CACHE) $(BUILD)/.doctrees $(RUNS) $(OTHER_RUNS)
 	mkdir -p $(BUILD)
 	touch $@
 
@@ -115,6 +127,22 @@ chromium:
 	    exit 1; \
 	  fi; \
 	fi
+
+# A reader's machine is not this one: its CPU may take another kernel path (AVX2,
+# AVX-512, ARM) and round differently, and every trained model differs from the book's in
+# its last bits, more after a longer run; another seed differs more. So the book models
+# are trained again with seed OTHER_SEED on the kernel path tests/other_kernels.py names
+# (ATEN_CPU_CAPABILITY), and every chapter that reads them runs against those models:
+# a claim that holds for one training run only fails here.
+portability: $(SETUP) $(BUILD)/.src-stamp
+	export AIAYN_BOOK_SEED=$(OTHER_SEED) AIAYN_RUNS=$(OTHER_RUNS) \
+	  ATEN_CPU_CAPABILITY=$$($(PY) tests/other_kernels.py); \
+	echo "book models with seed $$AIAYN_BOOK_SEED on the $$ATEN_CPU_CAPABILITY path"; \
+	$(PY) -m aiayn.book_models --runs $(OTHER_RUNS) --jobs 2; \
+	rm -rf $(BUILD)/nbval-other; \
+	$(PY) tests/to_notebooks.py $(BUILD)/nbval-other $(MODEL_CHAPTERS); \
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest --nbval-lax --nbval-current-env -n 2 \
+	  --dist loadscope -p tests.notebook_durations $(BUILD)/nbval-other
 
 clean:
 	rm -rf $(BUILD)

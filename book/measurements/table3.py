@@ -9,7 +9,12 @@ Two processes with one torch thread each run ``run_row`` for every (row, seed); 
 results come out one line per run, in the order of ROWS and then of the seeds: row
 (its group in Table 3), changes (to the base row), seed, steps, seconds (of training,
 wall clock on a shared machine), cpu_seconds (of the whole run), params, perplexity,
-token_accuracy, exact_match. "Model variations" reads them.
+token_accuracy, exact_match, and the CPU kernel path (``kernel``: what
+``torch.backends.cpu.get_cpu_capability()`` says) and ``torch`` version that computed
+them: a model trained on another kernel path or version differs in its last bits, and
+the difference grows over a run. "Model variations" reads them. (The stored lines
+predate these two fields, which were added after the row "C N=1", seed 0, re-trained
+bit for bit under ATEN_CPU_CAPABILITY=avx2 with torch 2.13.0+cpu, and not under AVX512.)
 """
 
 import argparse
@@ -25,8 +30,10 @@ from aiayn.variations import ROWS, STEPS, run_row
 def run(job: tuple[str, dict, int, int]) -> dict:
     group, changes, seed, steps = job
     torch.set_num_threads(1)
-    return {"row": group, "changes": changes, "seed": seed} | run_row(
-        changes, seed, steps
+    return (
+        {"row": group, "changes": changes, "seed": seed}
+        | run_row(changes, seed, steps)
+        | {"kernel": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__}
     )
 
 

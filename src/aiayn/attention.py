@@ -121,9 +121,10 @@ class MultiHeadAttention(nn.Module):
     and values) hold only the real positions, (N, d_model), and so does the output:
     the projections skip the padding, the heads are unpacked for attention alone.
 
-    Not in the paper: dropout on the attention weights (§5.4 drops only sub-layer
-    outputs and embedding sums); nn.MultiheadAttention has it, so we do too. dropout=0.0
-    removes it.
+    Not in the paper: where attention dropout acts (§5.4 describes dropout on sub-layer
+    outputs and embedding sums only; §6.3 mentions "both attention and residual"
+    dropout without saying where or at what rate). Here it drops the attention
+    weights, as nn.MultiheadAttention does. dropout=0.0 removes it.
     """
 
     def __init__(

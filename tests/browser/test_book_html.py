@@ -1,4 +1,4 @@
-"""Open every page of the built book in headless Chromium and check what a reader sees.
+r"""Open every page of the built book in headless Chromium and check what a reader sees.
 
 For each page: it loads with no console error; every image has loaded; MathJax typeset
 every formula and no raw TeX delimiter is left in the text; the navigation lists every
@@ -15,7 +15,11 @@ finds none of the rendering defects a reader trips over:
 - ``figure-caption``: an image in a cell output without a numbered caption;
 - ``cell-stderr``, ``cell-warning``, ``cell-traceback``: warnings, errors or anything
   else written to stderr in a cell's output;
-- ``progress-bar``: tqdm progress-bar frames in a cell's output.
+- ``progress-bar``: tqdm progress-bar frames in a cell's output;
+- ``raw-tex``: TeX a reader sees as text, outside any formula: a delimiter (``$$``,
+  ``\(``, ``\[``), a command (``\frac``) or a braced index (``_{``, ``^{``);
+- ``math-prose``: prose typeset as a formula, as when a broken delimiter swallows a
+  sentence (four or more words in a row in a formula's TeX, outside ``\text{}``).
 
 `test_defect_check_catches_each_class` seeds a synthetic page with one defect of each
 class and asserts that `page_defects` reports exactly that class, and nothing on a
@@ -103,6 +107,27 @@ DEFECTS_JS = r"""(bookTitles) => {
       add("raw-table", proseText.slice(Math.max(0, at - 20), at + 80));
       break;
     }
+  }
+
+  // TeX outside formulas: delimiters, commands, braced sub- and superscripts.
+  const tex = proseText.match(/.{0,30}(\$\$|\\[(\[)\]]|\\[A-Za-z]{2,}|[_^]\{).{0,30}/);
+  if (tex) add("raw-tex", tex[0]);
+
+  // Prose inside formulas: the TeX MathJax typeset (or was to typeset), with text
+  // commands removed, holds no run of four words.
+  const sources = [];
+  for (const item of window.MathJax?.startup?.document?.math ?? []) {
+    sources.push(item.math);
+  }
+  for (const formula of main.querySelectorAll(".math")) {
+    if (!formula.querySelector("mjx-container")) sources.push(formula.textContent);
+  }
+  const textCommand =
+      /\\(text|mathrm|textrm|mbox|operatorname|textit|mathit)\s*\{[^{}]*\}/g;
+  const words = /(^|[^\\A-Za-z])(([A-Za-z]{3,}\s+){3,}[A-Za-z]{3,})/;
+  for (const source of sources) {
+    const found = source.replace(textCommand, " ").match(words);
+    if (found) add("math-prose", found[2]);
   }
 
   // Admonitions (not the theme's <details> that hides a cell's source).
@@ -293,6 +318,9 @@ CLEAN = {
         src=PNG,
         caption="Attention weights.",
     ),
+    "math": '<p>The bound <span class="math notranslate nohighlight">'
+    "\\(s(Y) \\le \\ell / \\max(lp(t + 1), lp(L)) \\text{ for any beam of the batch}"
+    "\\)</span> holds; costs $5 and $7.</p>",
 }
 SEEDED = {
     "raw-table": ("table", "<p>| id | symbol | role | | ---: | :---: | --- |</p>"),
@@ -335,6 +363,15 @@ SEEDED = {
                 kind="stream", text="Traceback (most recent call last):"
             ),
         ),
+    ),
+    "raw-tex": (
+        "math",
+        "<p>The score $\\(s(Y) \\le \\frac{\\ell}{lp}\\)$ grows with the length.</p>",
+    ),
+    "math-prose": (
+        "math",
+        '<p>The score <span class="math notranslate nohighlight">'
+        "\\(s(Y) grows with the length for every beam\\)</span>.</p>",
     ),
     "progress-bar": (
         "code",
