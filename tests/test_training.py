@@ -15,6 +15,7 @@ from aiayn.tasks import DIGIT_TOKENIZER, get_task, held_out_sources
 from aiayn.training import (
     FEW_DIGITS_MAX,
     TrainConfig,
+    device_available,
     load_checkpoint,
     new_run,
     read_metrics,
@@ -329,3 +330,40 @@ def test_read_metrics_turns_a_step_s_tensors_into_floats():
         for r in records
         for name in ("loss", "train_token_accuracy", "lr")
     )
+
+
+def test_a_device_without_foreach_kernels_trains_as_the_cpu_does(monkeypatch):
+    """Apple's MPS has no foreach kernels for clip_grad_norm_, which refuses
+    foreach=True there; the step asks for them only where they exist. Simulated here
+    by a CPU without them: the same weights, bit for bit."""
+    import torch.nn.utils.clip_grad as clip_grad
+
+    config = TrainConfig(steps=3, **TINY)
+    with_kernels = new_run(config)
+    for _ in range(config.steps):
+        train_step(with_kernels)
+    monkeypatch.setattr(clip_grad, "_device_has_foreach_support", lambda *_: False)
+    monkeypatch.setattr(clip_grad, "_has_foreach_support", lambda *_: False)
+    without = new_run(config)
+    for _ in range(config.steps):
+        train_step(without)
+    pairs = zip(
+        with_kernels.model.parameters(), without.model.parameters(), strict=True
+    )
+    assert all(torch.equal(a, b) for a, b in pairs)
+
+
+@pytest.mark.parametrize("device", ["mps", "cuda:7"])
+def test_a_checkpoint_from_a_device_this_machine_lacks_loads_on_the_cpu(
+    tmp_path, device
+):
+    if device_available(device):
+        pytest.skip(f"this machine has {device}")
+    state = new_run(TrainConfig(steps=1, **TINY))
+    train_step(state)
+    save_checkpoint(state, tmp_path / "run.pt")
+    saved = torch.load(tmp_path / "run.pt", weights_only=True)
+    saved["config"]["device"] = device  # as if trained there
+    torch.save(saved, tmp_path / "run.pt")
+    loaded = load_checkpoint(tmp_path / "run.pt")
+    assert loaded.config.device == "cpu" and loaded.step == 1

@@ -47,6 +47,7 @@ from aiayn.training import (
     TrainingInterrupted,
     TrainState,
     VocabularyMismatch,
+    device_available,
     load_checkpoint,
     new_run,
     task_config,
@@ -326,16 +327,10 @@ def check_train_options(args: argparse.Namespace) -> None:
 def check_device(name: str) -> None:
     """Refuse a device that is not one, or that this machine does not have."""
     try:
-        device = torch.device(name)
+        torch.device(name)  # a name that is no device raises
     except RuntimeError:
         raise UsageError(f"--device {name!r} is not cpu, cuda, cuda:N or mps") from None
-    available = {
-        "cpu": True,
-        "cuda": torch.cuda.is_available()
-        and (device.index or 0) < torch.cuda.device_count(),
-        "mps": torch.backends.mps.is_available(),
-    }
-    if not available.get(device.type, False):
+    if not device_available(name):
         raise UsageError(f"--device {name} is not available on this machine")
 
 

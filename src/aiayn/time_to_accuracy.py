@@ -77,7 +77,7 @@ def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
     state = new_run(config)
     tests = sources_by_length(state.task, n)
     curve, seconds = [], 0.0
-    on_gpu = torch.device(config.device).type == "cuda"
+    kind = torch.device(config.device).type
     while state.step < config.steps and (
         not curve or curve[-1].exact_match < TARGETS[-1]
     ):
@@ -86,8 +86,8 @@ def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
             train_step(state)
             if state.step % config.snapshot_every == 0:
                 state.take_snapshot()
-        if on_gpu:
-            torch.cuda.synchronize()  # the steps only queued their work
+        if kind in ("cuda", "mps"):  # the steps only queued their work
+            getattr(torch, kind).synchronize()
         seconds += time.perf_counter() - started
         model = state.averaged_model()
         by_length = tuple(

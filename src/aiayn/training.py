@@ -200,6 +200,18 @@ class TrainState:
         return averaged
 
 
+def device_available(name: str) -> bool:
+    """Whether this machine has the device ``name`` ("cpu", "cuda:1", "mps", ...)."""
+    device = torch.device(name)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and (device.index or 0) < (
+            torch.cuda.device_count()
+        )
+    if device.type == "mps":
+        return torch.backends.mps.is_available()
+    return device.type == "cpu"
+
+
 def new_run(config: TrainConfig) -> TrainState:
     """A fresh model, optimizer (Adam, the paper's betas and epsilon), data stream.
 
@@ -395,7 +407,9 @@ def train_step(state: TrainState, sources: list[str] | None = None) -> dict:
         metrics = state.graphed(batch)
     else:
         metrics = forward_backward(state, batch.to(config.device))
-    nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm, foreach=True)
+    # one call over all the gradients where the device has foreach kernels (a CPU, a
+    # GPU); a loop over them elsewhere (Apple's MPS)
+    nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm, foreach=None)
     state.optimizer.step()
     return {"step": state.step, **metrics, "lr": rate}
 
@@ -601,7 +615,7 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
         )
     if device is not None:
         config.device = device
-    elif config.device == "cuda" and not torch.cuda.is_available():
+    elif not device_available(config.device):  # trained on a GPU, read without one
         config.device = "cpu"
     if torch.device(config.device).type != "cuda":
         config.cuda_graph = False  # how a step runs, not what it computes
