@@ -68,6 +68,7 @@ def next_sources(state: training.TrainState) -> list[str]:
         generator,
         config.length_power,
         config.few_digits_share,
+        config.uniform_length_share,
     )
 
 
