@@ -9,10 +9,11 @@ import torch
 
 from aiayn.__main__ import main
 from aiayn.decoding import beam_search
-from aiayn.evaluation import predict
+from aiayn.evaluation import evaluate, predict
 from aiayn.model import Transformer
 from aiayn.parsing import (
     EXTRA_LENGTH,
+    LONGEST_SENTENCE,
     PARSE,
     bracket_scores,
     is_held_out,
@@ -26,7 +27,7 @@ from aiayn.parsing import (
     tree_words,
 )
 from aiayn.tasks import TASKS, held_out_sources, make_batch
-from aiayn.training import toy_model_config
+from aiayn.training import load_checkpoint, toy_model_config
 
 
 def small_model_config(**changes):
@@ -195,30 +196,33 @@ def test_the_task_decodes_up_to_input_length_plus_300():
     assert batch.src.size(1) == 6  # the longest, 5 words, and </s>
 
 
-def test_the_command_line_trains_the_parse_task(tmp_path):
+def test_the_command_line_trains_and_evaluates_the_parse_task_as_its_chapter(tmp_path):
+    """The command line trains with the task's defaults (positions for input + 300)
+    and evaluates as the chapter does: outputs up to input + 300, bracket F1, the
+    numbers the library computes."""
     out = tmp_path / "parse.pt"
-    stdout, stderr = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        status = main(
-            [
-                "train",
-                "--task",
-                "parse",
-                "--steps",
-                "2",
-                "--batch-size",
-                "4",
-                "--eval-size",
-                "4",
-                "--device",
-                "cpu",
-                "--quiet",
-                "--out",
-                str(out),
-            ]
-        )
-    assert status == 0, stderr.getvalue()
-    assert "parse: 2 steps" in stdout.getvalue()
+    train = ["train", "--task", "parse", "--steps", "2", "--batch-size", "4",
+             "--eval-size", "4", "--device", "cpu", "--quiet", "--out", str(out)]
+    status, printed = run_cli(train)
+    assert status == 0 and "parse: 2 steps" in printed
+    state = load_checkpoint(out)
+    assert state.config.model.max_positions == LONGEST_SENTENCE + EXTRA_LENGTH + 1
+    status, printed = run_cli(["evaluate", "--checkpoint", str(out), "--n", "6"])
+    assert status == 0, printed
+    assert f"outputs up to input length + {EXTRA_LENGTH}" in printed
+    sentences = held_out_sources(PARSE, "test", 6)
+    expected = evaluate(state.averaged_model(), PARSE, sentences)
+    for name in ("exact_match", "f1", "precision", "recall", "well_formed"):
+        line = f"{name.replace('_', ' ') + ':':16}{expected[name]:.4f}"
+        assert line in printed.splitlines(), (line, printed)
+
+
+def run_cli(args: list[str]) -> tuple[int, str]:
+    """``python -m aiayn ARGS`` in this process: exit status, what it printed."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        status = main(args)
+    return status, printed.getvalue()
 
 
 def test_beam_search_without_the_k_finished_rule_never_scores_worse():

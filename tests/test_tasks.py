@@ -10,6 +10,7 @@ from aiayn import tasks
 from aiayn.evaluation import evaluate, predict
 from aiayn.tasks import (
     DIGIT_TOKENIZER,
+    Decoding,
     Task,
     Tokenizer,
     get_task,
@@ -216,3 +217,26 @@ def test_a_task_without_digits_draws_no_few_digit_sources(uppercase):
     assert TrainConfig(task="uppercase").few_digits_share == 0.0
     with pytest.raises(ValueError, match="task uppercase has no digits"):
         TrainConfig(task="uppercase", few_digits_share=0.5)
+
+
+def test_predict_decodes_as_the_task_says(monkeypatch):
+    """Beam search stops by tensor2tensor's rule unless the task (or the caller) asks
+    for fairseq's; the parse task lets outputs grow to input + 300."""
+    import aiayn.evaluation
+
+    calls = []
+
+    def recording_beam_search(model, src, pad, bos, eos, max_len, **options):
+        calls.append((src.size(1), max_len, options["stop_at_k_finished"]))
+        return torch.full((src.size(0), 1), eos)
+
+    monkeypatch.setattr(aiayn.evaluation, "beam_search", recording_beam_search)
+    copy = get_task("copy")
+    small = toy_model_config("copy", d_model=16, nhead=2, dim_feedforward=32)
+    model = new_run(TrainConfig(task="copy", model=small, device="cpu")).model
+    predict(model, copy, ["1 2 3"], beam_size=4)
+    fairseq = Decoding(stop_at_k_finished=True)
+    predict(model, copy, ["1 2 3"], beam_size=4, decoding=fairseq)
+    assert [rule for _, _, rule in calls] == [False, True]
+    assert copy.decoding == Decoding()
+    assert get_task("parse").decoding.extra_length == 300
