@@ -262,7 +262,9 @@ def training_sources(
     few_digits_share: float = 0.0,
     uniform_length_share: float = 0.0,
 ) -> list[str]:
-    """n random sources whose lengths L are drawn with probability ∝ L**length_power.
+    """n random sources whose lengths L are drawn with probability ∝ L**length_power,
+    but for a share ``uniform_length_share`` that draws every length equally likely
+    (``length_weights``).
 
     Lengths range over ``task.source_lengths``. 0 gives every length the same chance;
     1 gives a source of 10 tokens ten times the chance of a source of 1, so that long
