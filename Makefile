@@ -135,7 +135,7 @@ chromium:
 # (ATEN_CPU_CAPABILITY), and every chapter that reads them runs against those models:
 # a claim that holds for one training run only fails here.
 portability: $(SETUP) $(BUILD)/.src-stamp
-	export AIAYN_BOOK_SEED=$(OTHER_SEED) AIAYN_RUNS=$(OTHER_RUNS) \
+	export AIAYN_BOOK_SEED=$(OTHER_SEED) AIAYN_RUNS=$(abspath $(OTHER_RUNS)) \
 	  ATEN_CPU_CAPABILITY=$$($(PY) tests/other_kernels.py); \
 	echo "book models with seed $$AIAYN_BOOK_SEED on the $$ATEN_CPU_CAPABILITY path"; \
 	$(PY) -m aiayn.book_models --runs $(OTHER_RUNS) --jobs 2; \
@@ -143,6 +143,8 @@ portability: $(SETUP) $(BUILD)/.src-stamp
 	$(PY) tests/to_notebooks.py $(BUILD)/nbval-other $(MODEL_CHAPTERS); \
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest --nbval-lax --nbval-current-env -n 2 \
 	  --dist loadscope -p tests.notebook_durations $(BUILD)/nbval-other
+	@# the chapters loaded those models: none trained one of its own
+	test -z "$$(find $(BUILD)/nbval-other -name '*.pt')"
 
 clean:
 	rm -rf $(BUILD)

@@ -29,12 +29,13 @@ from aiayn.training import (
     train,
 )
 
-# Where the book models are kept: $AIAYN_RUNS, or the repository's _build/runs (aiayn
-# is installed from src/ in editable mode).
+# Where the book models are kept: $AIAYN_RUNS (an absolute path: a notebook's kernel
+# runs in the notebook's folder), or the repository's _build/runs (aiayn is installed
+# from src/ in editable mode).
 RUNS = Path(
     os.environ.get("AIAYN_RUNS")
     or Path(__file__).resolve().parents[2] / "_build" / "runs"
-)
+).absolute()
 # Benchmarks too slow for a build, run once and kept in the repository; chapters read
 # them.
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "book" / "measurements"
