@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh machine:
 #   make book   builds the HTML book (_build/html/index.html), every chapter executed
-#   make test   lint, unit tests, every chapter under nbval, a strict book build, a browser check
+#   make test   lint, unit tests, every chapter under nbval, strict build, PDF, browser check
 # Both create .venv and install everything they need on first use.
 
 SHELL := /bin/bash
@@ -28,24 +28,31 @@ SETUP    := $(VENV)/.installed
 SRC      := $(shell find src -type f -name '*.py' 2>/dev/null) $(wildcard src/aiayn)
 CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: help book models sync test lint unit notebooks strict-book browser chromium \
-        portability clean
+.PHONY: help book models sync test lint unit notebooks strict-book pdf browser chromium \
+        portability lock clean
 
 help:
 	@echo "make book   build the HTML book into $(BUILD)/html"
-	@echo "make test   run every check: lint, unit tests, notebooks, strict build, browser"
+	@echo "make test   run every check: lint, unit tests, notebooks, strict build, PDF, browser"
 	@echo "make models train the models the final chapters load (into $(RUNS))"
 	@echo "make sync   copy the library's definitions into the chapters that teach them"
 	@echo "make portability  the chapters with trained models, on another seed and CPU path"
+	@echo "make pdf    the whole book as one PDF: $(PDF)"
+	@echo "make lock   pin every package of the environment into requirements.txt"
 	@echo "make clean  remove $(BUILD) (keeps $(VENV))"
 
 # --- setup -------------------------------------------------------------------------------------
-$(SETUP): requirements.txt pyproject.toml
+# requirements.txt pins every package (make lock). JupyterLab in .venv opens a chapter (.md)
+# as a notebook: the repository's .jupyter/labconfig setting (Binder reads it from the
+# repository, which it copies into the home folder) is copied into the environment.
+LAB_SETTING := .jupyter/labconfig/default_setting_overrides.json
+$(SETUP): requirements.txt pyproject.toml $(LAB_SETTING)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
 	  -r requirements.txt
 	$(PY) -m ipykernel install --sys-prefix --name aiayn --display-name "Python 3 (aiayn)" >/dev/null
+	install -D -m 644 $(LAB_SETTING) $(VENV)/etc/jupyter/labconfig/$(notdir $(LAB_SETTING))
 	touch $@
 
 # jupyter-cache keys on cell text only: any change under src/ (or to the installed packages)
@@ -55,6 +62,24 @@ $(BUILD)/.src-stamp: $(SRC) $(SETUP)
 	rm -rf $(CACHE) $(BUILD)/.doctrees $(RUNS) $(OTHER_RUNS)
 	mkdir -p $(BUILD)
 	touch $@
+
+# requirements.txt is the lock: every package the book installs, pinned. It is written here
+# from the direct pins in pyproject.toml (the extras "book" and "test"), installed into a
+# fresh environment; torch without its local label (+cpu), so that the same line takes the
+# CPU build from TORCH_INDEX, the plain build elsewhere (macOS, Windows).
+LOCK_VENV := $(BUILD)/lock-venv
+lock:
+	rm -rf $(LOCK_VENV)
+	python3 -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LOCK_VENV)/bin/python -m pip install --quiet \
+	  $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -e ".[book,test]"
+	{ echo "# The book's whole environment, every package pinned: written by \`make lock\` from the"; \
+	  echo "# direct pins in pyproject.toml (README: \"The locked environment\"). Do not edit by hand."; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | sed 's/^torch==\([^+]*\)+cpu$$/torch==\1/'; \
+	  echo "# the book's own library, from this repository (Binder installs this file too)"; \
+	  echo "-e ."; } > requirements.txt
+	rm -rf $(LOCK_VENV)
 
 # --- the trained models -------------------------------------------------------------------------
 # The final chapters load trained models; they are made here, once, before any chapter runs, so
@@ -68,6 +93,14 @@ book: $(SETUP) $(BUILD)/.src-stamp models
 	$(JB) build .
 	@echo "Open $(BUILD)/html/index.html"
 
+# The whole book as one PDF, beside the HTML pages (the published site links to it): the book
+# on one page (Sphinx's singlehtml builder; the chapters' outputs come from the execution
+# cache, or it executes them), printed by the browser check's Chromium. Nothing is downloaded.
+PDF := $(BUILD)/html/aiayn.pdf
+pdf: $(SETUP) $(BUILD)/.src-stamp models chromium
+	$(JB) build . --builder singlehtml
+	$(PY) tests/print_pdf.py $(BUILD)/singlehtml $(PDF)
+
 # --- the taught code ----------------------------------------------------------------------------
 # src/aiayn is the source of every definition a chapter teaches; this copies each one into the
 # chapters (tests/test_book_matches_library.py fails until it has been run).
@@ -75,7 +108,7 @@ sync: $(SETUP)
 	$(PY) tests/book_code.py
 
 # --- the tests ---------------------------------------------------------------------------------
-test: lint unit notebooks strict-book browser
+test: lint unit notebooks strict-book pdf browser
 	@echo "make test: every check passed"
 
 # Spelling (codespell) over the book, the library and the tests; the library and tests, then the
@@ -83,8 +116,9 @@ test: lint unit notebooks strict-book browser
 # notebook under $(LINT) (by jupytext, in one process: tests/to_notebooks.py) and checked cell
 # by cell with book/ruff.toml (88 columns, pyflakes).
 lint: $(SETUP)
-	$(VENV)/bin/codespell book src tests README.md LICENSE CITATION.cff _config.yml _toc.yml
+	$(VENV)/bin/codespell book src tests README.md LICENSE CITATION.cff _config.yml _toc.yml .github .ci
 	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/actionlint .github/workflows/*.yml
 	rm -rf $(LINT)
 	$(PY) tests/to_notebooks.py $(LINT) $(CHAPTERS)
 	test "$$(ls $(LINT)/*.ipynb | wc -l)" -eq "$(words $(CHAPTERS))"

@@ -1,4 +1,4 @@
-"""The setup a reader runs: the CPU build of torch through TORCH_INDEX.
+"""The setup a reader runs: the CPU build of torch through TORCH_INDEX, and the lock.
 
 On a stock Linux machine pip resolves ``torch==2.13.0`` to the CUDA build on PyPI.
 ``make book TORCH_INDEX=https://download.pytorch.org/whl/cpu`` gives pip PyTorch's CPU
@@ -15,8 +15,14 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 import zipfile
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -97,3 +103,45 @@ def test_pip_takes_the_cpu_build_from_the_extra_index(tmp_path):
     )
     (chosen,) = json.loads(report.read_text())["install"]
     assert chosen["metadata"]["version"] == pin.removeprefix("torch==") + "+cpu"
+
+
+# --- the lock ------------------------------------------------------------------------
+def locked_pins() -> dict[str, str]:
+    """requirements.txt as {normalized name: version}."""
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        if line and not line.startswith(("#", "-e")):
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version
+    return pins
+
+
+def test_the_lock_pins_every_package_the_book_installs():
+    """Every package in requirements.txt has an exact pin, every dependency of a locked
+    package (on this platform) is locked too, and this environment holds those versions:
+    nothing the book installs is left for pip to choose."""
+    pins = locked_pins()
+    for name, version in pins.items():
+        installed = Version(metadata.version(name))
+        # torch is locked without its local label (+cpu): either build matches
+        assert installed.public == version, f"{name} {installed}, locked {version}"
+    environment = {"extra": ""}
+    unlocked = set()
+    for name in [*pins, "aiayn"]:
+        for requirement in map(Requirement, metadata.requires(name) or []):
+            marker = requirement.marker
+            if marker is None or marker.evaluate(environment):
+                if canonicalize_name(requirement.name) not in pins:
+                    unlocked.add(f"{requirement.name} (for {name})")
+    assert unlocked == set(), f"dependencies missing from the lock: {sorted(unlocked)}"
+
+
+def test_the_lock_holds_the_direct_pins_of_pyproject():
+    """make lock writes requirements.txt from pyproject.toml's pins: they agree."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    direct = [Requirement(r) for group in project["optional-dependencies"].values()
+              for r in group]
+    pins = locked_pins()
+    for requirement in direct:
+        locked = pins.get(canonicalize_name(requirement.name))
+        assert locked in requirement.specifier, f"{requirement}: locked {locked}"

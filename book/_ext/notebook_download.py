@@ -1,15 +1,22 @@
-"""Sphinx extension: the chapter a reader downloads as .ipynb runs anywhere.
+"""Sphinx extension: the chapter a reader downloads or launches runs anywhere, against
+the library of the commit the book was built from.
 
 With a launch provider configured (``launch_buttons`` in ``html_theme_options``),
 sphinx-book-theme copies each chapter from ``_build/jupyter_execute`` to ``_sources/``
 and offers it in the page's download menu. That copy lacks the outputs of a chapter
 whose outputs came from the execution cache (myst-nb writes the notebook it read, not
 the one merged with the cache), so this takes them from the cache, and puts one cell in
-front: it installs the ``aiayn`` library from the book's repository when the notebook
-runs where the library is missing (Binder, Colab, a laptop without the repository). In
-the book's own environment the cell does nothing.
+front: it installs the ``aiayn`` library, at the book's commit, from the book's
+repository when the notebook runs where the library is missing (Binder, Colab, a laptop
+without the repository). In the book's own environment the cell does nothing.
+
+The launch menu gets the same commit: Binder builds the repository at that commit, and a
+Colab button opens the executed copy above where the publishing workflow puts the site,
+the branch ``colab_branch`` of the repository (Colab opens notebooks from GitHub only).
 """
 
+import subprocess
+from functools import cache
 from pathlib import Path
 
 import nbformat
@@ -17,35 +24,75 @@ from jupyter_cache import get_cache
 
 INSTALL_CELL = """\
 # This chapter imports the book's library, aiayn. Where it is missing (on Binder, on
-# Colab, on a computer without the book's repository), install it from the repository.
+# Colab, on a computer without the book's repository), install it from the repository,
+# at the commit this book was built from.
 import importlib.util
 
 if importlib.util.find_spec("aiayn") is None:
-    %pip install --quiet "aiayn @ git+{repository}"
+    %pip install --quiet "aiayn @ git+{repository}@{commit}"
 """
+COLAB = "https://colab.research.google.com/github"
 
 
-def add_install_cell(app, pagename, templatename, context, doctree):
+@cache
+def book_commit(source_dir: str, branch: str) -> str:
+    """The commit the book is built from; the branch where there is no git checkout."""
+    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source_dir,
+                          capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else branch
+
+
+def add_install_cell(app, notebook_path: Path, commit: str) -> None:
     """Give the downloadable copy of a chapter its outputs and the install cell."""
-    source = context.get("ipynb_source")  # set by the theme once it copied the notebook
-    if not source:
-        return
-    path = Path(app.outdir) / "_sources" / source
-    notebook = nbformat.read(path, as_version=4)
+    notebook = nbformat.read(notebook_path, as_version=4)
     if app.config.nb_execution_cache_path:
-        cache = get_cache(Path(app.srcdir, app.config.nb_execution_cache_path))
+        execution_cache = get_cache(Path(app.srcdir, app.config.nb_execution_cache_path))
         try:
-            _, notebook = cache.merge_match_into_notebook(notebook)
+            _, notebook = execution_cache.merge_match_into_notebook(notebook)
         except KeyError:  # not in the cache: the build executed it, outputs and all
             pass
     repository = app.config.html_theme_options["repository_url"]
-    cell = nbformat.v4.new_code_cell(INSTALL_CELL.format(repository=repository))
+    cell = nbformat.v4.new_code_cell(
+        INSTALL_CELL.format(repository=repository, commit=commit))
     cell.metadata["tags"] = ["install"]
     notebook.cells.insert(0, cell)
-    nbformat.write(notebook, path)
+    nbformat.write(notebook, notebook_path)
+
+
+def pin_launch_buttons(app, context, commit: str) -> None:
+    """Binder at the book's commit; a Colab button for the published executed notebook."""
+    options = app.config.html_theme_options
+    branch = options["repository_branch"]
+    org, repo = options["repository_url"].rstrip("/").split("/")[-2:]
+    for group in context["header_buttons"]:
+        if group.get("label") != "launch-buttons":
+            continue
+        for button in group["buttons"]:
+            if button.get("text") == "Binder":
+                button["url"] = button["url"].replace(
+                    f"/{org}/{repo}/{branch}?", f"/{org}/{repo}/{commit}?")
+        group["buttons"].append({
+            "type": "link",
+            "text": "Colab",
+            "tooltip": "Open the executed notebook in Colab",
+            "icon": "_static/images/logo_colab.png",
+            "url": f"{COLAB}/{org}/{repo}/blob/{app.config.colab_branch}"
+                   f"/_sources/{context['ipynb_source']}",
+        })
+
+
+def publish_notebook(app, pagename, templatename, context, doctree):
+    source = context.get("ipynb_source")  # set by the theme once it copied the notebook
+    if not source:
+        return
+    options = app.config.html_theme_options
+    commit = book_commit(app.srcdir, options["repository_branch"])
+    add_install_cell(app, Path(app.outdir) / "_sources" / source, commit)
+    pin_launch_buttons(app, context, commit)
 
 
 def setup(app):
+    app.add_config_value("colab_branch", "gh-pages", "html")
     # after sphinx-book-theme's add_launch_buttons (priority 501) copied the notebook
-    app.connect("html-page-context", add_install_cell, priority=600)
+    app.connect("html-page-context", publish_notebook, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -3,7 +3,8 @@ r"""Open every page of the built book in headless Chromium and check what a read
 For each page: it loads with no console error; every image has loaded; MathJax typeset
 every formula and no raw TeX delimiter is left in the text; the navigation lists every
 chapter; a chapter with code offers itself for download as .md and as an executed .ipynb
-that installs the library where it is missing, and a Binder launch; and `page_defects`
+that installs the library, at the book's commit, where it is missing, and launches on
+Binder (at that commit) and on Colab (that notebook, published); and `page_defects`
 finds none of the rendering defects a reader trips over:
 
 - ``raw-table``: a Markdown table shown as raw pipes instead of a table;
@@ -18,6 +19,8 @@ finds none of the rendering defects a reader trips over:
 - ``progress-bar``: tqdm progress-bar frames in a cell's output;
 - ``raw-tex``: TeX a reader sees as text, outside any formula: a delimiter (``$$``,
   ``\(``, ``\[``), a command (``\frac``) or a braced index (``_{``, ``^{``);
+- ``raw-html``: a token such as ``<s>`` written in prose without backticks, which the
+  browser reads as an HTML tag (``<s>`` strikes out the rest of the page);
 - ``math-prose``: prose typeset as a formula, as when a broken delimiter swallows a
   sentence (four or more words in a row in a formula's TeX, outside ``\text{}``).
 
@@ -29,11 +32,22 @@ saved under _build/screenshots/.
 
 import json
 import pathlib
+import subprocess
 
 import pytest
 import yaml
 from conftest import HTML, ROOT, SCREENSHOTS
 
+# Where a chapter launches: Binder builds the repository at the commit the book was
+# built from; Colab opens the executed notebook from the branch the workflow publishes
+# to.
+REPOSITORY = "aiayn-book/attention-is-all-you-need"
+BINDER = f"https://mybinder.org/v2/gh/{REPOSITORY}/"
+PAGES_BRANCH = "gh-pages"
+COLAB = f"https://colab.research.google.com/github/{REPOSITORY}/blob/"
+BOOK_COMMIT = subprocess.run(
+    ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+).stdout.strip()
 # The one console message the theme is known to log, harmlessly, on a fresh profile.
 ALLOWED_CONSOLE_ERRORS = {"Got invalid theme mode: . Resetting to auto."}
 SCREENSHOT_PAGES = {"book/preface.html", "book/paper-at-a-glance.html"}
@@ -112,6 +126,18 @@ DEFECTS_JS = r"""(bookTitles) => {
   // TeX outside formulas: delimiters, commands, braced sub- and superscripts.
   const tex = proseText.match(/.{0,30}(\$\$|\\[(\[)\]]|\\[A-Za-z]{2,}|[_^]\{).{0,30}/);
   if (tex) add("raw-tex", tex[0]);
+
+  // Tokens written in prose without backticks ("<s> 5 1 4"): the browser reads them
+  // as HTML, <s> striking out the rest of the page, <pad> or </s> vanishing. The book
+  // writes no strike-through and no element HTML does not know.
+  for (const element of main.querySelectorAll("*")) {
+    const unknown = element instanceof HTMLUnknownElement;
+    if (unknown || ["S", "STRIKE", "DEL"].includes(element.tagName)) {
+      const around = element.parentElement?.textContent ?? element.textContent;
+      add("raw-html", `<${element.tagName.toLowerCase()}> in "${around.trim()}"`);
+      break;
+    }
+  }
 
   // Prose inside formulas: the TeX MathJax typeset (or was to typeset), with text
   // commands removed, holds no run of four words.
@@ -267,13 +293,26 @@ def check_downloads(page, path: str, book_url: str) -> None:
     for link in files:
         local = HTML / link.removeprefix(f"{book_url}/")
         assert local.is_file(), f"{path}: {link} is not in the built site"
-    binder = page.locator("a[href^='https://mybinder.org/v2/gh/']").count()
-    assert binder == 1, f"{path}: no Binder launch button"
-    notebook = json.loads(
-        (HTML / "_sources" / path).with_suffix(".ipynb").read_text(encoding="utf-8")
+    launches = page.evaluate(
+        "() => [...document.querySelectorAll('.dropdown-launch-buttons a')]"
+        ".map(a => a.href)"
     )
+    binder = [link for link in launches if link.startswith(BINDER)]
+    colab = [link for link in launches if link.startswith(COLAB)]
+    assert len(binder) == 1 and len(colab) == 1, f"{path}: launch links {launches}"
+    # Binder: the repository at the book's commit, opening this chapter's source
+    ref, chapter = binder[0].removeprefix(BINDER).split("?urlpath=lab/tree/")
+    assert ref == BOOK_COMMIT, f"{path}: Binder opens {ref}, not {BOOK_COMMIT}"
+    assert (ROOT / chapter).is_file(), f"{path}: Binder opens {chapter}, no such file"
+    # Colab: the executed notebook, where the publishing workflow puts the site
+    published = colab[0].removeprefix(f"{COLAB}{PAGES_BRANCH}/")
+    ipynb = (HTML / "_sources" / path).with_suffix(".ipynb")
+    assert HTML / published == ipynb, f"{path}: Colab opens {colab[0]}"
+    notebook = json.loads(ipynb.read_text(encoding="utf-8"))
     first, *cells = notebook["cells"]
-    assert "%pip install" in "".join(first["source"]), f"{path}: no install cell"
+    install = "".join(first["source"])
+    assert "%pip install" in install, f"{path}: no install cell"
+    assert f"@{BOOK_COMMIT}" in install, f"{path}: the library is not pinned: {install}"
     outputs = [cell["outputs"] for cell in cells if cell["cell_type"] == "code"]
     assert any(outputs), f"{path}: the notebook has no outputs"
 
@@ -367,6 +406,10 @@ SEEDED = {
     "raw-tex": (
         "math",
         "<p>The score $\\(s(Y) \\le \\frac{\\ell}{lp}\\)$ grows with the length.</p>",
+    ),
+    "raw-html": (
+        "table",
+        '<p>Swap the target tokens ("<s> 5 1 4" becomes "<s> 1 5 4") and look.</p>',
     ),
     "math-prose": (
         "math",

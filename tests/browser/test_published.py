@@ -1,0 +1,138 @@
+"""What the publishing workflow publishes beside the pages, opened as a reader would.
+
+- ``make pdf``: the whole book as one PDF; its bookmarks are the chapters' titles,
+  numbered as the HTML book's navigation numbers them, in the same order; the preface
+  links to it where the workflow publishes it.
+- The launch links: a chapter's Binder link opens its Markdown source in JupyterLab, and
+  JupyterLab, started with the repository's setting (.jupyter/labconfig, which Binder
+  reads from the home folder it copies the repository into), shows it as a notebook,
+  not as text; the executed notebook its Colab link points at opens as a notebook with
+  its outputs.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import yaml
+from conftest import HTML, ROOT
+from pypdf import PdfReader
+
+PDF = HTML / "aiayn.pdf"
+# chapters opened in JupyterLab: the first, one that loads a trained model, the last
+LAUNCHED = ["book/paper-at-a-glance.html", "book/looking-inside.html",
+            "book/parsing.html"]
+
+
+def test_the_pdf_is_the_whole_book_numbered_like_the_html(browser, book_url):
+    assert PDF.is_file(), f"no {PDF}: run `make pdf`"
+    reader = PdfReader(PDF)
+    bookmarks = [item for item in reader.outline if not isinstance(item, list)]
+    titles = [item.title for item in bookmarks]
+    first_pages = [reader.get_destination_page_number(item) for item in bookmarks]
+    assert first_pages == sorted(first_pages), "the bookmarks are out of order"
+
+    page = browser.new_page()
+    try:
+        page.goto(f"{book_url}/book/preface.html")
+        chapters = page.evaluate(
+            "() => [...document.querySelectorAll('nav.bd-docs-nav a')]"
+            ".map(a => a.textContent.trim())"
+        )
+        pdf_links = page.evaluate(
+            "() => [...document.querySelectorAll('main a')].map(a => a.href)"
+            ".filter(href => href.endsWith('.pdf'))"
+        )
+    finally:
+        page.close()
+    assert len(chapters) > 30
+    missing = [title for title in chapters if title not in titles]
+    assert missing == [], f"chapters the PDF's bookmarks lack: {missing}"
+    in_pdf_order = sorted(chapters, key=titles.index)
+    assert in_pdf_order == chapters, "the PDF orders the chapters differently"
+    # every chapter has pages of its own, the whole book hundreds
+    assert len(reader.pages) > 10 * len(chapters) // 2
+
+    site = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["baseurl"]
+    assert pdf_links == [f"{site}{PDF.name}"], f"the preface links {pdf_links}"
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    """JupyterLab on the repository, with its shipped settings and no user's own."""
+    home = tmp_path_factory.mktemp("jupyter")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(ROOT / ".jupyter"),
+           "JUPYTER_CONFIG_DIR": str(home / "config"),
+           "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+           "JUPYTER_DATA_DIR": str(home / "data")}
+    log = (home / "lab.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
+         "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=",
+         "--ServerApp.password=", f"--ServerApp.root_dir={ROOT}"],
+        env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/status", timeout=5)
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                log.close()
+                started = (home / "lab.log").read_text()
+                pytest.fail(f"JupyterLab did not start:\n{started}")
+            time.sleep(0.5)
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+    log.close()
+
+
+def open_in_lab(browser, lab_url: str, path: str):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{lab_url}/lab/tree/{path}")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    return page
+
+
+@pytest.mark.parametrize("chapter", LAUNCHED)
+def test_launch_links_open_notebooks(browser, book_url, jupyterlab, chapter):
+    page = browser.new_page()
+    try:
+        page.goto(f"{book_url}/{chapter}")
+        launches = page.evaluate(
+            "() => [...document.querySelectorAll('.dropdown-launch-buttons a')]"
+            ".map(a => a.href)"
+        )
+    finally:
+        page.close()
+    (binder,) = [link for link in launches if "mybinder.org" in link]
+    (colab,) = [link for link in launches if "colab.research.google.com" in link]
+    # book/<chapter>.md, and _sources/book/<chapter>.ipynb on the published branch
+    source = binder.split("?urlpath=lab/tree/")[1]
+    published = colab.split("/blob/")[1].split("/", 1)[1]
+
+    page = open_in_lab(browser, jupyterlab, source)
+    try:
+        cells = page.locator(".jp-NotebookPanel .jp-CodeCell").count()
+        assert cells > 0, f"{source}: JupyterLab shows no code cell"
+        assert page.locator(".jp-FileEditor").count() == 0, f"{source} opened as text"
+    finally:
+        page.close()
+
+    page = open_in_lab(browser, jupyterlab, f"_build/html/{published}")
+    try:
+        page.wait_for_selector(".jp-OutputArea-output", timeout=30_000)
+        outputs = page.locator(".jp-NotebookPanel .jp-OutputArea-output").count()
+        assert outputs > 0, f"{published}: the executed notebook shows no output"
+    finally:
+        page.close()

@@ -1,0 +1,147 @@
+"""Print the one-page build of the book (``jupyter-book build --builder singlehtml``) to
+a PDF with the browser check's Chromium (``make pdf``). Nothing is downloaded.
+
+Usage: python tests/print_pdf.py SINGLEHTML_DIR OUTPUT.pdf
+"""
+
+import functools
+import http.server
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+from pypdf import PdfReader, PdfWriter
+from pypdf.generic import NameObject, TextStringObject
+
+sys.path.insert(0, str(Path(__file__).parent / "browser"))
+from conftest import CHROMIUM, CHROMIUM_ARGS, _QuietHandler  # noqa: E402
+
+# Page numbers at the foot of every page; Chromium fills in the two spans.
+FOOTER = (
+    '<div style="font-size: 8px; width: 100%; text-align: center;">'
+    '<span class="pageNumber"></span> / <span class="totalPages"></span></div>'
+)
+# A title page in front of the preface: the book's title, and where it came from.
+TITLE_PAGE = """(about) => {
+  const page = document.createElement("section");
+  page.style.cssText = "padding-top: 30vh; text-align: center;";
+  const title = document.createElement("h1");
+  title.textContent = document.title.split(" — ").slice(0, 2).join(" — ");
+  const note = document.createElement("p");
+  note.textContent = about;
+  page.append(title, note);
+  document.querySelector("main article, article, main").prepend(page);
+}"""
+
+
+# Sphinx puts every chapter inside the root document (the preface), one heading level
+# down: the chapters' headings go up a level, so that each chapter is a top-level entry
+# of the PDF's outline, as it is in the HTML book's navigation.
+PROMOTE_CHAPTERS = """() => {
+  const first = document.querySelector('span[id^="document-"]');
+  const headings = [...document.querySelectorAll("h2, h3, h4, h5, h6")];
+  for (const heading of headings) {
+    if (!(first.compareDocumentPosition(heading) & Node.DOCUMENT_POSITION_FOLLOWING)) {
+      continue;
+    }
+    const promoted = document.createElement("h" + (Number(heading.tagName[1]) - 1));
+    for (const name of heading.getAttributeNames()) {
+      promoted.setAttribute(name, heading.getAttribute(name));
+    }
+    promoted.append(...heading.childNodes);
+    heading.replaceWith(promoted);
+  }
+}"""
+# The theme prints one page of the HTML book under a title of its own and hides the
+# page's first h1; the whole book keeps every chapter's title, each on a new page.
+WHOLE_BOOK_STYLE = """
+#jb-print-docs-body { display: none !important; }
+.bd-main .bd-content .bd-article h1:first-of-type { display: block !important; }
+.bd-article h1 { break-before: page; }
+"""
+# The headings as a reader reads them, in the order of the outline Chromium makes from
+# them: its own titles lose the space where a heading wraps onto a second line.
+HEADINGS = """() => [...document.querySelectorAll("h1, h2, h3, h4, h5, h6")]
+  .filter(h => h.getClientRects().length > 0)
+  .map(h => [...h.childNodes]
+    .filter(n => !n.classList?.contains("headerlink"))
+    .map(n => n.textContent).join("").replace(/\\s+/g, " ").trim())"""
+
+
+def retitle_outline(pdf: Path, titles: list[str]) -> None:
+    """Give the PDF's bookmarks, in order, the headings' own text."""
+    writer = PdfWriter(clone_from=PdfReader(pdf))
+    items = []
+
+    def walk(item):
+        while item is not None:
+            item = item.get_object()
+            items.append(item)
+            walk(item.get("/First"))
+            item = item.get("/Next")
+
+    walk(writer.root_object["/Outlines"].get_object().get("/First"))
+    if len(items) != len(titles):
+        raise SystemExit(f"{len(items)} bookmarks for {len(titles)} headings")
+    for item, title in zip(items, titles, strict=True):
+        item[NameObject("/Title")] = TextStringObject(title)
+    writer.write(pdf)
+
+
+def serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_port}"
+
+
+def provenance() -> str:
+    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    built = time.strftime("%Y-%m-%d")
+    return f"Printed {built} from commit {commit}" if commit else f"Printed {built}"
+
+
+def print_book(folder: Path, pdf: Path) -> None:
+    # The one page is written where the root document lives (book/preface.html), but
+    # its links to styles, scripts and images are relative to the folder's root: a copy
+    # there finds them.
+    (page_file,) = folder.glob("book/*.html")
+    whole_book = folder / "whole-book.html"
+    whole_book.write_bytes(page_file.read_bytes())
+    server, url = serve(folder)
+    started = time.perf_counter()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM,
+                                                 args=CHROMIUM_ARGS)
+            page = browser.new_page()
+            page.emulate_media(media="print")
+            page.goto(f"{url}/{whole_book.name}", wait_until="load", timeout=600_000)
+            # every formula typeset before the page is printed
+            page.evaluate("() => window.MathJax?.startup?.promise ?? null")
+            page.evaluate(TITLE_PAGE, provenance())
+            page.evaluate(PROMOTE_CHAPTERS)
+            page.add_style_tag(content=WHOLE_BOOK_STYLE)
+            titles = page.evaluate(HEADINGS)
+            pdf.parent.mkdir(parents=True, exist_ok=True)
+            page.pdf(path=str(pdf), format="A4", scale=0.85, print_background=True,
+                     outline=True, tagged=True, display_header_footer=True,
+                     header_template="<div></div>", footer_template=FOOTER,
+                     margin={"top": "15mm", "bottom": "15mm", "left": "12mm",
+                             "right": "12mm"})
+            browser.close()
+    finally:
+        server.shutdown()
+    retitle_outline(pdf, titles)
+    print(f"{pdf}: {pdf.stat().st_size / 1e6:.1f} MB in "
+          f"{time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__.strip().splitlines()[-1])
+    print_book(Path(sys.argv[1]), Path(sys.argv[2]))
