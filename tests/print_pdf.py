@@ -6,6 +6,7 @@ Usage: python tests/print_pdf.py SINGLEHTML_DIR OUTPUT.pdf
 
 import functools
 import http.server
+import logging
 import subprocess
 import sys
 import threading
@@ -73,6 +74,8 @@ HEADINGS = """() => [...document.querySelectorAll("h1, h2, h3, h4, h5, h6")]
 
 def retitle_outline(pdf: Path, titles: list[str]) -> None:
     """Give the PDF's bookmarks, in order, the headings' own text."""
+    # Chromium's cross-reference table undercounts its objects; pypdf reads it anyway
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     writer = PdfWriter(clone_from=PdfReader(pdf))
     items = []
 

@@ -76,7 +76,7 @@ def jupyterlab(tmp_path_factory):
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
          "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=",
-         "--ServerApp.password=", f"--ServerApp.root_dir={ROOT}"],
+         "--ServerApp.password=", "--allow-root", f"--ServerApp.root_dir={ROOT}"],
         env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
