@@ -28,6 +28,16 @@ LAUNCHED = ["book/paper-at-a-glance.html", "book/looking-inside.html",
             "book/parsing.html"]
 
 
+def on_page(browser, url: str, selector: str, script: str):
+    """What script makes of the elements that match selector on the page at url."""
+    page = browser.new_page()
+    try:
+        page.goto(url)
+        return page.eval_on_selector_all(selector, script)
+    finally:
+        page.close()
+
+
 def test_the_pdf_is_the_whole_book_numbered_like_the_html(browser, book_url):
     assert PDF.is_file(), f"no {PDF}: run `make pdf`"
     reader = PdfReader(PDF)
@@ -36,26 +46,18 @@ def test_the_pdf_is_the_whole_book_numbered_like_the_html(browser, book_url):
     first_pages = [reader.get_destination_page_number(item) for item in bookmarks]
     assert first_pages == sorted(first_pages), "the bookmarks are out of order"
 
-    page = browser.new_page()
-    try:
-        page.goto(f"{book_url}/book/preface.html")
-        chapters = page.evaluate(
-            "() => [...document.querySelectorAll('nav.bd-docs-nav a')]"
-            ".map(a => a.textContent.trim())"
-        )
-        pdf_links = page.evaluate(
-            "() => [...document.querySelectorAll('main a')].map(a => a.href)"
-            ".filter(href => href.endsWith('.pdf'))"
-        )
-    finally:
-        page.close()
+    preface = f"{book_url}/book/preface.html"
+    chapters = on_page(browser, preface, "nav.bd-docs-nav a",
+                       "links => links.map(a => a.textContent.trim())")
+    pdf_links = on_page(browser, preface, "main a[href$='.pdf']",
+                        "links => links.map(a => a.href)")
     assert len(chapters) > 30
     missing = [title for title in chapters if title not in titles]
     assert missing == [], f"chapters the PDF's bookmarks lack: {missing}"
     in_pdf_order = sorted(chapters, key=titles.index)
     assert in_pdf_order == chapters, "the PDF orders the chapters differently"
-    # every chapter has pages of its own, the whole book hundreds
-    assert len(reader.pages) > 10 * len(chapters) // 2
+    # every chapter has pages of its own: the whole book, hundreds
+    assert len(reader.pages) > 5 * len(chapters)
 
     site = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["baseurl"]
     assert pdf_links == [f"{site}{PDF.name}"], f"the preface links {pdf_links}"
@@ -92,8 +94,12 @@ def jupyterlab(tmp_path_factory):
                 pytest.fail(f"JupyterLab did not start:\n{started}")
             time.sleep(0.5)
     yield url
-    server.terminate()
-    server.wait(timeout=30)
+    server.terminate()  # it shuts its kernels down first, slowly on a busy machine
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
     log.close()
 
 
@@ -106,15 +112,8 @@ def open_in_lab(browser, lab_url: str, path: str):
 
 @pytest.mark.parametrize("chapter", LAUNCHED)
 def test_launch_links_open_notebooks(browser, book_url, jupyterlab, chapter):
-    page = browser.new_page()
-    try:
-        page.goto(f"{book_url}/{chapter}")
-        launches = page.evaluate(
-            "() => [...document.querySelectorAll('.dropdown-launch-buttons a')]"
-            ".map(a => a.href)"
-        )
-    finally:
-        page.close()
+    launches = on_page(browser, f"{book_url}/{chapter}", ".dropdown-launch-buttons a",
+                       "links => links.map(a => a.href)")
     (binder,) = [link for link in launches if "mybinder.org" in link]
     (colab,) = [link for link in launches if "colab.research.google.com" in link]
     # book/<chapter>.md, and _sources/book/<chapter>.ipynb on the published branch
@@ -131,7 +130,7 @@ def test_launch_links_open_notebooks(browser, book_url, jupyterlab, chapter):
 
     page = open_in_lab(browser, jupyterlab, f"_build/html/{published}")
     try:
-        page.wait_for_selector(".jp-OutputArea-output", timeout=30_000)
+        page.wait_for_selector(".jp-OutputArea-output", timeout=90_000)
         outputs = page.locator(".jp-NotebookPanel .jp-OutputArea-output").count()
         assert outputs > 0, f"{published}: the executed notebook shows no output"
     finally:
