@@ -77,7 +77,7 @@ lock:
 	{ echo "# The book's whole environment, every package pinned: written by \`make lock\` from the"; \
 	  echo "# direct pins in pyproject.toml (README: \"The locked environment\"). Do not edit by hand."; \
 	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | sed 's/^torch==\([^+]*\)+cpu$$/torch==\1/'; \
-	  echo "# the book's own library, from this repository (Binder installs this file too)"; \
+	  echo "# the book's own library, from this repository"; \
 	  echo "-e ."; } > requirements.txt
 	rm -rf $(LOCK_VENV)
 
