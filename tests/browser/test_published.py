@@ -10,6 +10,7 @@
   its outputs.
 """
 
+import json
 import os
 import socket
 import subprocess
@@ -103,11 +104,27 @@ def jupyterlab(tmp_path_factory):
     log.close()
 
 
-def open_in_lab(browser, lab_url: str, path: str):
+def opens_as_notebook(browser, lab_url: str, path: str) -> dict:
+    """Open path in JupyterLab: it must show a notebook, not a text editor. Returns the
+    notebook as the server reads it (JupyterLab renders only the cells in view, so the
+    cells and outputs are counted there)."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(f"{lab_url}/lab/tree/{path}")
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-    return page
+    try:
+        page.goto(f"{lab_url}/lab/tree/{path}")
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell, .jp-FileEditor",
+                               timeout=90_000)
+        assert page.locator(".jp-FileEditor").count() == 0, f"{path} opened as text"
+        assert page.locator(".jp-NotebookPanel .jp-Cell").count() > 0
+    finally:
+        page.close()
+    with urllib.request.urlopen(f"{lab_url}/api/contents/{path}?content=1") as answer:
+        model = json.load(answer)
+    assert model["type"] == "notebook", f"{path}: the server reads a {model['type']}"
+    return model["content"]
+
+
+def code_cells(notebook: dict) -> list[dict]:
+    return [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
 
 
 @pytest.mark.parametrize("chapter", LAUNCHED)
@@ -120,18 +137,9 @@ def test_launch_links_open_notebooks(browser, book_url, jupyterlab, chapter):
     source = binder.split("?urlpath=lab/tree/")[1]
     published = colab.split("/blob/")[1].split("/", 1)[1]
 
-    page = open_in_lab(browser, jupyterlab, source)
-    try:
-        cells = page.locator(".jp-NotebookPanel .jp-CodeCell").count()
-        assert cells > 0, f"{source}: JupyterLab shows no code cell"
-        assert page.locator(".jp-FileEditor").count() == 0, f"{source} opened as text"
-    finally:
-        page.close()
+    chapter_source = opens_as_notebook(browser, jupyterlab, source)
+    assert code_cells(chapter_source), f"{source}: no code cell"
 
-    page = open_in_lab(browser, jupyterlab, f"_build/html/{published}")
-    try:
-        page.wait_for_selector(".jp-OutputArea-output", timeout=90_000)
-        outputs = page.locator(".jp-NotebookPanel .jp-OutputArea-output").count()
-        assert outputs > 0, f"{published}: the executed notebook shows no output"
-    finally:
-        page.close()
+    executed = opens_as_notebook(browser, jupyterlab, f"_build/html/{published}")
+    outputs = [cell["outputs"] for cell in code_cells(executed)]
+    assert any(outputs), f"{published}: the executed notebook has no output"
