@@ -28,10 +28,11 @@ SETUP    := $(VENV)/.installed
 SRC      := $(shell find src -type f -name '*.py' 2>/dev/null) $(wildcard src/aiayn)
 CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: help book models sync test lint unit notebooks strict-book pdf browser chromium \
+.PHONY: help setup book models sync test lint unit notebooks strict-book pdf browser chromium \
         portability lock clean
 
 help:
+	@echo "make setup  create $(VENV) with every package of the lock installed"
 	@echo "make book   build the HTML book into $(BUILD)/html"
 	@echo "make test   run every check: lint, unit tests, notebooks, strict build, PDF, browser"
 	@echo "make models train the models the final chapters load (into $(RUNS))"
@@ -54,6 +55,8 @@ $(SETUP): requirements.txt pyproject.toml $(LAB_SETTING)
 	$(PY) -m ipykernel install --sys-prefix --name aiayn --display-name "Python 3 (aiayn)" >/dev/null
 	install -D -m 644 $(LAB_SETTING) $(VENV)/etc/jupyter/labconfig/$(notdir $(LAB_SETTING))
 	touch $@
+
+setup: $(SETUP)
 
 # jupyter-cache keys on cell text only: any change under src/ (or to the installed packages)
 # empties the cache, Sphinx's saved doctrees and the models the final chapters trained, so every

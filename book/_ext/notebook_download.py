@@ -10,6 +10,9 @@ front: it installs the ``aiayn`` library, at the book's commit, from the book's
 repository when the notebook runs where the library is missing (Binder, Colab, a laptop
 without the repository). In the book's own environment the cell does nothing.
 
+The download menu offers the whole book's PDF (``make pdf``), where the site is published,
+instead of the theme's button that prints the one page.
+
 The launch menu gets the same commit: Binder builds the repository at that commit, and a
 Colab button opens the executed copy above where the publishing workflow puts the site,
 the branch ``colab_branch`` of the repository (Colab opens notebooks from GitHub only).
@@ -81,7 +84,26 @@ def pin_launch_buttons(app, context, commit: str) -> None:
         })
 
 
+def offer_book_pdf(app, context) -> None:
+    """In the download menu, the whole book's PDF in place of printing this page."""
+    pdf = {
+        "type": "link",
+        "url": f"{app.config.html_baseurl}{app.config.book_pdf}",
+        "text": "Book (PDF)",
+        "tooltip": "The whole book as one PDF",
+        "icon": "fas fa-file-pdf",
+        "label": "download-book-pdf-button",
+    }
+    for group in context.get("header_buttons", []):
+        if group.get("label") == "download-buttons":
+            group["buttons"] = [
+                pdf if button.get("label") == "download-pdf-button" else button
+                for button in group["buttons"]
+            ]
+
+
 def publish_notebook(app, pagename, templatename, context, doctree):
+    offer_book_pdf(app, context)
     source = context.get("ipynb_source")  # set by the theme once it copied the notebook
     if not source:
         return
@@ -93,6 +115,7 @@ def publish_notebook(app, pagename, templatename, context, doctree):
 
 def setup(app):
     app.add_config_value("colab_branch", "gh-pages", "html")
+    app.add_config_value("book_pdf", "aiayn.pdf", "html")  # what make pdf writes
     # after sphinx-book-theme's add_launch_buttons (priority 501) copied the notebook
     app.connect("html-page-context", publish_notebook, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -44,6 +44,7 @@ from conftest import HTML, ROOT, SCREENSHOTS
 REPOSITORY = "aiayn-book/attention-is-all-you-need"
 BINDER = f"https://mybinder.org/v2/gh/{REPOSITORY}/"
 PAGES_BRANCH = "gh-pages"
+SITE = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["baseurl"]
 COLAB = f"https://colab.research.google.com/github/{REPOSITORY}/blob/"
 BOOK_COMMIT = subprocess.run(
     ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
@@ -293,6 +294,10 @@ def check_downloads(page, path: str, book_url: str) -> None:
     for link in files:
         local = HTML / link.removeprefix(f"{book_url}/")
         assert local.is_file(), f"{path}: {link} is not in the built site"
+    # the whole book's PDF where the site is published, built beside the pages
+    book_pdf = [link for link in links if link.endswith(".pdf")]
+    assert book_pdf == [f"{SITE}aiayn.pdf"], f"{path}: download links {links}"
+    assert (HTML / "aiayn.pdf").is_file(), "no aiayn.pdf beside the pages: make pdf"
     launches = page.evaluate(
         "() => [...document.querySelectorAll('.dropdown-launch-buttons a')]"
         ".map(a => a.href)"
