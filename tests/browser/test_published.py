@@ -50,7 +50,7 @@ def test_the_pdf_is_the_whole_book_numbered_like_the_html(browser, book_url):
     preface = f"{book_url}/book/preface.html"
     chapters = on_page(browser, preface, "nav.bd-docs-nav a",
                        "links => links.map(a => a.textContent.trim())")
-    pdf_links = on_page(browser, preface, "main a[href$='.pdf']",
+    pdf_links = on_page(browser, preface, "article.bd-article a[href$='.pdf']",
                         "links => links.map(a => a.href)")
     assert len(chapters) > 30
     missing = [title for title in chapters if title not in titles]
