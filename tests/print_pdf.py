@@ -13,12 +13,13 @@ import threading
 import time
 from pathlib import Path
 
+import yaml
 from playwright.sync_api import sync_playwright
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import NameObject, TextStringObject
 
 sys.path.insert(0, str(Path(__file__).parent / "browser"))
-from conftest import CHROMIUM, CHROMIUM_ARGS, _QuietHandler  # noqa: E402
+from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, _QuietHandler  # noqa: E402
 
 # Page numbers at the foot of every page; Chromium fills in the two spans.
 FOOTER = (
@@ -92,6 +93,53 @@ def retitle_outline(pdf: Path, titles: list[str]) -> None:
     for item, title in zip(items, titles, strict=True):
         item[NameObject("/Title")] = TextStringObject(title)
     writer.write(pdf)
+# A contents page after the title page: the parts of _toc.yml and their chapters, each a
+# link to where the chapter starts (Sphinx marks it with a span "document-<file>").
+CONTENTS = """(parts) => {
+  const text = heading => [...heading.childNodes]
+    .filter(n => !n.classList?.contains("headerlink")).map(n => n.textContent).join("");
+  const entry = start => {
+    const link = document.createElement("a");
+    link.href = "#" + start.id;
+    link.textContent = text(start.querySelector("h1"));
+    const item = document.createElement("li");
+    item.append(link);
+    return item;
+  };
+  const book = document.querySelector("main article, article, main");
+  const contents = document.createElement("nav");
+  contents.style.cssText = "break-before: page; line-height: 1.35;";  // one page
+  const title = document.createElement("p");
+  title.style.cssText = "font-size: 2em; font-weight: bold;";
+  title.textContent = "Contents";
+  const front = document.createElement("ul");
+  front.style.cssText = "list-style: none; margin: 0; padding-left: 0;";
+  front.append(entry(book.querySelector("section[id]")));  // the root: the preface
+  contents.append(title, front);
+  for (const [caption, files] of parts) {
+    const part = document.createElement("p");
+    part.style.cssText = "font-weight: bold; margin: 0.8em 0 0.2em;";
+    part.textContent = caption;
+    const list = document.createElement("ul");
+    list.style.cssText = "list-style: none; margin: 0; padding-left: 1.5em;";
+    for (const file of files) {
+      const start = document.getElementById("document-" + file)?.nextElementSibling;
+      if (!start?.querySelector("h1")) {
+        throw new Error("no chapter " + file + " in the one-page book");
+      }
+      list.append(entry(start));
+    }
+    contents.append(part, list);
+  }
+  book.firstElementChild.after(contents);
+}"""
+
+
+def toc_parts() -> list[tuple[str, list[str]]]:
+    """The book's parts and their chapters' files, from _toc.yml."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    return [(part["caption"], [chapter["file"] for chapter in part["chapters"]])
+            for part in toc["parts"]]
 
 
 def serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
@@ -128,6 +176,7 @@ def print_book(folder: Path, pdf: Path) -> None:
             page.evaluate("() => window.MathJax?.startup?.promise ?? null")
             page.evaluate(TITLE_PAGE, provenance())
             page.evaluate(PROMOTE_CHAPTERS)
+            page.evaluate(CONTENTS, toc_parts())
             page.add_style_tag(content=WHOLE_BOOK_STYLE)
             titles = page.evaluate(HEADINGS)
             pdf.parent.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,9 @@
 """What the publishing workflow publishes beside the pages, opened as a reader would.
 
 - ``make pdf``: the whole book as one PDF; its bookmarks are the chapters' titles,
-  numbered as the HTML book's navigation numbers them, in the same order; the preface
-  links to it where the workflow publishes it.
+  numbered as the HTML book's navigation numbers them, in the same order; a contents
+  page lists and links them; the preface links to the PDF where the workflow publishes
+  it.
 - The launch links: a chapter's Binder link opens its Markdown source in JupyterLab, and
   JupyterLab, started with the repository's setting (.jupyter/labconfig, which Binder
   reads from the home folder it copies the repository into), shows it as a notebook,
@@ -59,6 +60,15 @@ def test_the_pdf_is_the_whole_book_numbered_like_the_html(browser, book_url):
     assert in_pdf_order == chapters, "the PDF orders the chapters differently"
     # every chapter has pages of its own: the whole book, hundreds
     assert len(reader.pages) > 5 * len(chapters)
+    # after the title page, a contents page: every chapter, a link to where it starts
+    contents = reader.pages[1]
+    text = " ".join(contents.extract_text().split())
+    assert text.startswith("Contents"), f"page 2 is not the contents: {text[:80]}"
+    unlisted = [title for title in chapters if title not in text]
+    assert unlisted == [], f"chapters the contents page lacks: {unlisted}"
+    links = [annotation.get_object() for annotation in contents.get("/Annots", [])]
+    internal = [link for link in links if "/Dest" in link]
+    assert len(internal) >= len(chapters), "the contents page does not link chapters"
 
     site = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["baseurl"]
     assert pdf_links == [f"{site}{PDF.name}"], f"the preface links {pdf_links}"
