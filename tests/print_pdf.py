@@ -4,12 +4,9 @@ a PDF with the browser check's Chromium (``make pdf``). Nothing is downloaded.
 Usage: python tests/print_pdf.py SINGLEHTML_DIR OUTPUT.pdf
 """
 
-import functools
-import http.server
 import logging
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -19,7 +16,7 @@ from pypdf import PdfReader, PdfWriter
 from pypdf.generic import NameObject, TextStringObject
 
 sys.path.insert(0, str(Path(__file__).parent / "browser"))
-from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, _QuietHandler  # noqa: E402
+from conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, serve  # noqa: E402
 
 # Page numbers at the foot of every page; Chromium fills in the two spans.
 FOOTER = (
@@ -140,13 +137,6 @@ def toc_parts() -> list[tuple[str, list[str]]]:
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     return [(part["caption"], [chapter["file"] for chapter in part["chapters"]])
             for part in toc["parts"]]
-
-
-def serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
-    handler = functools.partial(_QuietHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_port}"
 
 
 def provenance() -> str:

@@ -32,12 +32,17 @@ CHROMIUM_ARGS = [
 def book_url():
     if not (HTML / "index.html").is_file():
         pytest.fail(f"no built book at {HTML}: run `make book` first")
-    handler = functools.partial(_QuietHandler, directory=str(HTML))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
+    server, url = serve(HTML)
+    yield url
     server.shutdown()
+
+
+def serve(folder: pathlib.Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """Serve folder on a free local port, in a thread: (server, its URL)."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_port}"
 
 
 @pytest.fixture(scope="session")

@@ -41,10 +41,11 @@ from conftest import HTML, ROOT, SCREENSHOTS
 # Where a chapter launches: Binder builds the repository at the commit the book was
 # built from; Colab opens the executed notebook from the branch the workflow publishes
 # to.
-REPOSITORY = "aiayn-book/attention-is-all-you-need"
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+REPOSITORY = CONFIG["repository"]["url"].removeprefix("https://github.com/")
 BINDER = f"https://mybinder.org/v2/gh/{REPOSITORY}/"
 PAGES_BRANCH = "gh-pages"
-SITE = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["baseurl"]
+SITE = CONFIG["html"]["baseurl"]
 COLAB = f"https://colab.research.google.com/github/{REPOSITORY}/blob/"
 BOOK_COMMIT = subprocess.run(
     ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
