@@ -25,7 +25,14 @@ OTHER_SEED := 1
 OTHER_RUNS := $(BUILD)/runs-other
 MODEL_CHAPTERS := $(shell grep -l 'book_model\|BOOK_MODELS\|table3_cpu' book/*.md)
 SETUP    := $(VENV)/.installed
-SRC      := $(shell find src -type f -name '*.py' 2>/dev/null) $(wildcard src/aiayn)
+# The library's files, and a list of their names that is rewritten only when a file is added
+# or removed: make then sees a deleted file too, and not Python's __pycache__ folders, which
+# appear under src/ when the library is first imported.
+SRC_LIST := $(BUILD)/.src-files
+$(shell mkdir -p $(BUILD) && find src -type f -name '*.py' | sort > $(SRC_LIST).new \
+  && (cmp -s $(SRC_LIST).new $(SRC_LIST) || mv $(SRC_LIST).new $(SRC_LIST)); \
+  rm -f $(SRC_LIST).new)
+SRC      := $(shell find src -type f -name '*.py' 2>/dev/null) $(SRC_LIST)
 CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
 
 .PHONY: help setup book models sync test lint unit notebooks strict-book pdf browser chromium \
