@@ -96,7 +96,7 @@ lock:
 # that no executed chapter trains (or depends on the machine's speed, or on the order in which
 # the chapters run). A finished model is reused: only a change under src/ retrains.
 models: $(SETUP) $(BUILD)/.src-stamp
-	$(PY) -m aiayn.book_models --runs $(RUNS) --jobs 2
+	$(PY) -m aiayn.book.models --runs $(RUNS) --jobs 2
 
 # --- the book ----------------------------------------------------------------------------------
 book: $(SETUP) $(BUILD)/.src-stamp models
@@ -182,7 +182,7 @@ portability: $(SETUP) $(BUILD)/.src-stamp
 	export AIAYN_BOOK_SEED=$(OTHER_SEED) AIAYN_RUNS=$(abspath $(OTHER_RUNS)) \
 	  ATEN_CPU_CAPABILITY=$$($(PY) tests/other_kernels.py); \
 	echo "book models with seed $$AIAYN_BOOK_SEED on the $$ATEN_CPU_CAPABILITY path"; \
-	$(PY) -m aiayn.book_models --runs $(OTHER_RUNS) --jobs 2; \
+	$(PY) -m aiayn.book.models --runs $(OTHER_RUNS) --jobs 2; \
 	rm -rf $(BUILD)/nbval-other; \
 	$(PY) tests/to_notebooks.py $(BUILD)/nbval-other $(MODEL_CHAPTERS); \
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest --nbval-lax --nbval-current-env -n 2 \

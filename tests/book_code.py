@@ -32,8 +32,8 @@ CELL_OPTION = re.compile(r"^:[\w-]+:.*$", re.M)
 def library_definitions() -> dict[str, object]:
     """Every function and class defined in any aiayn module, by name."""
     definitions = {}
-    for module_info in pkgutil.iter_modules(aiayn.__path__, prefix="aiayn."):
-        if module_info.name == "aiayn.__main__":
+    for module_info in pkgutil.walk_packages(aiayn.__path__, prefix="aiayn."):
+        if module_info.name in ("aiayn.__main__", "aiayn.cli"):  # the command line
             continue
         module = importlib.import_module(module_info.name)
         for name, member in vars(module).items():

@@ -5,14 +5,14 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-import aiayn.attention
+import aiayn.model.attention
 from aiayn import (
     MultiHeadAttention,
     padding_mask,
     scaled_dot_product_attention,
     subsequent_mask,
 )
-from aiayn.attention import short_sequence_attention
+from aiayn.model.attention import short_sequence_attention
 
 
 def random_qkv(batch=2, heads=3, t=4, s=5, d_k=8, seed=0):
@@ -217,7 +217,7 @@ def fast_path(request, monkeypatch):
     """MultiHeadAttention's path without weights, on the CPU: the fused kernel (no
     sequence counts as short) or, for at most SHORT_SEQUENCE keys, the short path."""
     if request.param == "fused kernel":
-        monkeypatch.setattr(aiayn.attention, "SHORT_SEQUENCE", 0)
+        monkeypatch.setattr(aiayn.model.attention, "SHORT_SEQUENCE", 0)
     return request.param
 
 
@@ -231,7 +231,8 @@ def test_mha_takes_the_short_path_on_a_cpu_for_short_sequences_only(monkeypatch)
 
     monkeypatch.setattr(F, "scaled_dot_product_attention", counted)
     mha = make_mha()
-    short, long = aiayn.attention.SHORT_SEQUENCE, aiayn.attention.SHORT_SEQUENCE + 1
+    short = aiayn.model.attention.SHORT_SEQUENCE
+    long = short + 1
     for length in (1, short, long):
         x = torch.randn(2, length, 16)
         mha(x, x, x)

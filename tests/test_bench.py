@@ -5,8 +5,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from aiayn import TransformerConfig, bench, load_decoder_layer, load_encoder_layer
-from aiayn.bench import BenchConfig, bench_batch, bench_config, build_models, run
+from aiayn import TransformerConfig, load_decoder_layer, load_encoder_layer
+from aiayn.tools import bench
+from aiayn.tools.bench import BenchConfig, bench_batch, bench_config, build_models, run
 
 TINY = BenchConfig(
     TransformerConfig(src_vocab=11, tgt_vocab=11, d_model=16, nhead=2,

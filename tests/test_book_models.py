@@ -4,8 +4,9 @@ import dataclasses
 
 import pytest
 
-from aiayn import book_models, training
-from aiayn.training import TrainConfig, toy_model_config
+from aiayn.book import models as book_models
+from aiayn.train import loop as training
+from aiayn.train.loop import TrainConfig, toy_model_config
 
 SHAPE = dict(
     d_model=32, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64

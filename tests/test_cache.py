@@ -5,10 +5,10 @@ import torch
 from torch.testing import assert_close
 
 from aiayn import DecoderCache, Transformer, TransformerConfig
-from aiayn.bench_decoding import decode_times
 from aiayn.decoding import greedy_decode, next_token_logits
-from aiayn.embeddings import LearnedPositionalEmbedding, PositionalEncoding
-from aiayn.masks import padding_mask
+from aiayn.model.embeddings import LearnedPositionalEmbedding, PositionalEncoding
+from aiayn.model.masks import padding_mask
+from aiayn.tools.bench_decoding import decode_times
 
 PAD, BOS = 0, 1
 VOCAB = 12

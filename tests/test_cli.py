@@ -20,8 +20,8 @@ import pytest
 import torch
 from filelock import FileLock
 
-from aiayn.__main__ import main
-from aiayn.training import load_checkpoint
+from aiayn.cli import main
+from aiayn.train.loop import load_checkpoint
 
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}  # two processes may share two cores
 TINY_RUN = [
@@ -143,7 +143,7 @@ def test_the_command_line_does_not_load_matplotlib():
     """Only the chapters draw: every `python -m aiayn` process starts without it."""
     loaded = subprocess.run(
         [sys.executable, "-c",
-         "import sys, aiayn.__main__; print('matplotlib' in sys.modules)"],
+         "import sys, aiayn.cli; print('matplotlib' in sys.modules)"],
         capture_output=True, text=True, check=True,
     ).stdout
     assert loaded.strip() == "False"
@@ -560,7 +560,7 @@ def test_without_fcntl_a_run_is_locked_interrupted_and_resumed(tmp_path):
     the command line does not need it."""
     probe = subprocess.run(
         [*WITHOUT_FCNTL[:2], "import sys; sys.modules['fcntl'] = None; "
-         "import filelock, aiayn.__main__; print(filelock.FileLock.__name__)"],
+         "import filelock, aiayn.cli; print(filelock.FileLock.__name__)"],
         capture_output=True,
         text=True,
         env=ONE_THREAD,

@@ -1,4 +1,4 @@
-"""The CUDA-graph training step (aiayn.cuda_graph): the eager step's results, replayed.
+"""The CUDA-graph training step (aiayn.train.cuda_graph): the eager step, replayed.
 
 The tests that replay need a GPU and are skipped without one; the configuration's
 checks and the padding run everywhere.
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from aiayn.tasks import get_task, make_batch
-from aiayn.training import (
+from aiayn.train.loop import (
     TrainConfig,
     load_checkpoint,
     new_run,

@@ -1,11 +1,11 @@
-"""Training batches drawn as numbers (aiayn.digit_batches): make_batch's, id for id."""
+"""Training batches drawn as numbers (aiayn.tasks.digit_batches): make_batch's ids."""
 
 import pytest
 import torch
 
-from aiayn.digit_batches import RULES, drawn_as_numbers
-from aiayn.tasks import TASKS, get_task, make_batch
-from aiayn.training import training_batch, training_sources
+from aiayn.tasks import TASK_NAMES, get_task, make_batch
+from aiayn.tasks.digit_batches import RULES, drawn_as_numbers
+from aiayn.train.loop import training_batch, training_sources
 
 DIGIT_TASKS = ["reverse-repeats", "copy", "reverse"]
 
@@ -40,4 +40,4 @@ def test_a_task_without_a_rule_on_numbers_goes_through_text():
     expected = make_batch(task, training_sources(task, 8, by_text, 1.0))
     batch = training_batch(task, 8, by_batch, 1.0)
     assert torch.equal(batch.tgt_out, expected.tgt_out)
-    assert set(TASKS) > set(DIGIT_TASKS)
+    assert set(TASK_NAMES) > set(DIGIT_TASKS)

@@ -18,9 +18,10 @@ import pytest
 import torch
 import torch.multiprocessing
 
-from aiayn import distributed, training
-from aiayn.__main__ import main
-from aiayn.training import (
+from aiayn.cli import main
+from aiayn.train import distributed
+from aiayn.train import loop as training
+from aiayn.train.loop import (
     TrainConfig,
     TrainingInterrupted,
     load_checkpoint,

@@ -6,9 +6,9 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from aiayn import Transformer, padding_mask, target_mask
-from aiayn.dropout import MASK_BITS, Dropout, random_bits
-from aiayn.model import packs
-from aiayn.packing import Packing
+from aiayn.fast.dropout import MASK_BITS, Dropout, random_bits
+from aiayn.fast.packing import Packing
+from aiayn.model.transformer import packs
 
 PAD = 0
 SMALL = dict(

@@ -7,11 +7,12 @@ import random
 import pytest
 import torch
 
-from aiayn.__main__ import main
+from aiayn.cli import main
 from aiayn.decoding import beam_search
 from aiayn.evaluation import evaluate, predict
-from aiayn.model import Transformer
-from aiayn.parsing import (
+from aiayn.model.transformer import Transformer
+from aiayn.tasks import get_task, held_out_sources, make_batch
+from aiayn.tasks.parsing import (
     EXTRA_LENGTH,
     LONGEST_SENTENCE,
     PARSE,
@@ -26,8 +27,7 @@ from aiayn.parsing import (
     sample_tree,
     tree_words,
 )
-from aiayn.tasks import TASKS, held_out_sources, make_batch
-from aiayn.training import load_checkpoint, toy_model_config
+from aiayn.train.loop import load_checkpoint, toy_model_config
 
 
 def small_model_config(**changes):
@@ -52,7 +52,7 @@ VP_TREE = "(S (NP Det N )NP (VP V (NP Det N )NP (PP P (NP Det N )NP )PP )VP )S"
 
 
 def test_parse_is_registered_with_its_own_vocabularies():
-    assert TASKS["parse"] is PARSE
+    assert get_task("parse") is PARSE
     assert "telescope" in PARSE.src_tokenizer.ids
     assert "(NP" in PARSE.tgt_tokenizer.ids and ")NP" in PARSE.tgt_tokenizer.ids
     assert "telescope" not in PARSE.tgt_tokenizer.ids

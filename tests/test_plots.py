@@ -1,4 +1,4 @@
-"""aiayn.plots: pictures of the right size and labels; bad input fails clearly."""
+"""aiayn.book.plots: pictures of the right size and labels; bad input fails clearly."""
 
 import matplotlib
 
@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from aiayn import sinusoidal_encoding  # noqa: E402
-from aiayn.plots import (  # noqa: E402
+from aiayn.book.plots import (  # noqa: E402
     draw_arrow,
     draw_box,
     plot_attention,

@@ -18,7 +18,7 @@ from aiayn.tasks import (
     held_out_split,
     make_batch,
 )
-from aiayn.training import TrainConfig, new_run, toy_model_config, train_step
+from aiayn.train.loop import TrainConfig, new_run, toy_model_config, train_step
 
 DIGITS = DIGIT_TOKENIZER
 
@@ -49,7 +49,7 @@ def test_unknown_task_names_the_known_ones():
 def test_the_digit_tasks_share_one_vocabulary_with_the_ids_of_part_ii():
     assert DIGITS.tokens == ("<pad>", "<s>", "</s>", *"0123456789", "X")
     assert (DIGITS.pad_id, DIGITS.bos_id, DIGITS.eos_id, len(DIGITS)) == (0, 1, 2, 14)
-    digit_tasks = [t for t in tasks.TASKS.values() if isinstance(t, tasks.DigitTask)]
+    digit_tasks = list(tasks.digits.TASKS.values())
     assert len(digit_tasks) == 3
     for task in digit_tasks:
         assert task.src_tokenizer is task.tgt_tokenizer is DIGITS
@@ -174,7 +174,7 @@ class Uppercase(Task):
 @pytest.fixture
 def uppercase(monkeypatch):
     task = Uppercase()
-    monkeypatch.setitem(tasks.TASKS, task.name, task)
+    monkeypatch.setitem(tasks.ADDED_TASKS, task.name, task)
     return task
 
 

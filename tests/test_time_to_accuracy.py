@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from aiayn.time_to_accuracy import (
+from aiayn.tools.time_to_accuracy import (
     NOT_REACHED,
     Reached,
     configured,
@@ -13,7 +13,7 @@ from aiayn.time_to_accuracy import (
     parse_change,
     report,
 )
-from aiayn.training import TrainConfig, toy_model_config
+from aiayn.train.loop import TrainConfig, toy_model_config
 
 SHAPE = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
              dim_feedforward=32)  # fmt: skip

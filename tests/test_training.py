@@ -8,11 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from aiayn.evaluation import evaluate
-from aiayn.loss import label_smoothed_loss
-from aiayn.model import TransformerConfig
-from aiayn.schedule import learning_rate
+from aiayn.model.transformer import TransformerConfig
 from aiayn.tasks import DIGIT_TOKENIZER, get_task, held_out_sources
-from aiayn.training import (
+from aiayn.train.loop import (
     FEW_DIGITS_MAX,
     TrainConfig,
     device_available,
@@ -25,6 +23,8 @@ from aiayn.training import (
     train_step,
     training_sources,
 )
+from aiayn.train.loss import label_smoothed_loss
+from aiayn.train.schedule import learning_rate
 
 PAD_ID, EOS_ID = DIGIT_TOKENIZER.pad_id, DIGIT_TOKENIZER.eos_id
 SHAPE = dict(
@@ -206,7 +206,7 @@ def test_training_records_keep_training_and_validation_scores_apart():
 
 
 def test_load_or_train_reuses_resumes_or_retrains(tmp_path):
-    from aiayn.book_models import load_or_train
+    from aiayn.book.models import load_or_train
 
     path = tmp_path / "run.pt"
     config = TrainConfig(steps=6, eval_every=3, **TINY)
@@ -282,7 +282,9 @@ def test_the_model_takes_its_vocabulary_sizes_from_the_task():
 
 
 def test_each_concept_lives_in_its_own_module():
-    from aiayn import book_models, evaluation, loss, schedule
+    from aiayn import evaluation
+    from aiayn.book import models as book_models
+    from aiayn.train import loss, schedule
 
     assert learning_rate.__module__ == schedule.__name__  # the optimizer chapter's
     assert label_smoothed_loss.__module__ == loss.__name__  # regularization's

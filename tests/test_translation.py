@@ -7,19 +7,9 @@ import pytest
 import torch
 from num2words import num2words
 
-from aiayn import translation
-from aiayn.__main__ import main
-from aiayn.tasks import TASKS, get_task, held_out_sources, make_batch
-from aiayn.training import (
-    TrainConfig,
-    load_checkpoint,
-    new_run,
-    save_checkpoint,
-    task_config,
-    toy_model_config,
-    train_step,
-)
-from aiayn.translation import (
+from aiayn.cli import main
+from aiayn.tasks import ADDED_TASKS, get_task, held_out_sources, make_batch, translation
+from aiayn.tasks.translation import (
     NumberWordsTask,
     draw_numbers,
     learn_vocabulary,
@@ -28,6 +18,15 @@ from aiayn.translation import (
     spell,
     token_budget_batches,
     translation_scores,
+)
+from aiayn.train.loop import (
+    TrainConfig,
+    load_checkpoint,
+    new_run,
+    save_checkpoint,
+    task_config,
+    toy_model_config,
+    train_step,
 )
 
 
@@ -68,9 +67,9 @@ EDGES = [
 def tiny():
     """A small en-de task: a corpus of 2,000 numbers, 100 tokens."""
     task = NumberWordsTask("tiny-en-de", "de", "test", vocab_size=100, corpus_size=2000)
-    TASKS[task.name] = task
+    ADDED_TASKS[task.name] = task
     yield task
-    del TASKS[task.name]
+    del ADDED_TASKS[task.name]
 
 
 def test_spell_is_num2words_on_edges_and_random_numbers():
@@ -177,7 +176,7 @@ def test_a_checkpoint_refuses_another_vocabulary(tiny, tmp_path, monkeypatch):
     other.__dict__["vocabulary"] = dataclasses.replace(
         vocabulary, merges=vocabulary.merges[:-1]
     )
-    monkeypatch.setitem(TASKS, tiny.name, other)
+    monkeypatch.setitem(ADDED_TASKS, tiny.name, other)
     with pytest.raises(ValueError, match="another vocabulary"):
         load_checkpoint(tmp_path / "run.pt")
 
@@ -222,7 +221,7 @@ def checkpoint(tmp_path_factory):
         "cpu",
     ]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(TASKS, "en-de", small)
+        patch.setitem(ADDED_TASKS, "en-de", small)
         assert main(args) == 0
     return path
 

@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from aiayn.embeddings import PositionalEncoding
-from aiayn.model import Transformer
+from aiayn.model.embeddings import PositionalEncoding
+from aiayn.model.transformer import Transformer
 from aiayn.tasks import get_task, held_out_sources
-from aiayn.time_to_accuracy import configured
-from aiayn.training import TrainConfig, load_checkpoint, new_run, save_checkpoint
-from aiayn.variations import BASE, ROWS, TASK, perplexity, run_row
+from aiayn.tools.time_to_accuracy import configured
+from aiayn.tools.variations import BASE, ROWS, TASK, perplexity, run_row
+from aiayn.train.loop import TrainConfig, load_checkpoint, new_run, save_checkpoint
 
 TASK_OBJECT = get_task(TASK)
 SOURCES = held_out_sources(TASK_OBJECT, "validation", 8)

@@ -1,4 +1,4 @@
-"""Table 3 in miniature (§6.2): every row of ``aiayn.variations.ROWS``, three seeds.
+"""Table 3 in miniature (§6.2): every row of ``aiayn.tools.variations.ROWS``, three seeds.
 
 Run once, on a CPU, outside the book's build (23 CPU-minutes):
 
@@ -24,7 +24,7 @@ import platform
 
 import torch
 
-from aiayn.variations import ROWS, STEPS, run_row
+from aiayn.tools.variations import ROWS, STEPS, run_row
 
 
 def run(job: tuple[str, dict, int, int]) -> dict:

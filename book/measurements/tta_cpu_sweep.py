@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from aiayn.time_to_accuracy import EARLIER_DEFAULTS
+from aiayn.tools.time_to_accuracy import EARLIER_DEFAULTS
 
 # TrainConfig()'s defaults when this sweep ran, what every variant changes (the row
 # "defaults"); since then the defaults are snap-wu-b128's
@@ -77,8 +77,8 @@ def run(job):
     torch.set_num_threads(THREADS_PER_RUN)
     from aiayn.evaluation import evaluate
     from aiayn.tasks import held_out_sources
-    from aiayn.time_to_accuracy import configured
-    from aiayn.training import new_run, train_step
+    from aiayn.tools.time_to_accuracy import configured
+    from aiayn.train.loop import new_run, train_step
 
     config = configured("reverse-repeats", seed, STEPS, "cpu", BASE | VARIANTS[name])
     steps = SOURCES // config.batch_size
@@ -100,8 +100,8 @@ def run(job):
 
 def step_costs(rounds: int = 25, steps: int = 4) -> dict:
     """Each variant's seconds per training step, as a multiple of the defaults'."""
-    from aiayn.time_to_accuracy import configured
-    from aiayn.training import new_run, train_step
+    from aiayn.tools.time_to_accuracy import configured
+    from aiayn.train.loop import new_run, train_step
 
     torch.set_num_threads(STEP_COST_THREADS)
     runs = {

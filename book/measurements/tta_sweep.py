@@ -4,7 +4,7 @@ Run on one H100 (torch 2.11, CUDA), many variants at once, one process each, bef
 few_digits_share and the new defaults existed in the library (the old defaults are
 pinned below); so the few-digit sources ("rich") are drawn here by ``rich_sources``:
 the same distribution as
-``aiayn.training.training_sources`` (a share of the sources takes its digits from a
+``aiayn.train.loop.training_sources`` (a share of the sources takes its digits from a
 random set of 1 to 5), another order of random draws. Each variant trains with
 ``train_step`` and, every 50 steps, greedy-decodes the 10,000 length-10 test sources
 with the raw and the averaged model; a run stops when either reaches 99.95%. The
@@ -68,7 +68,7 @@ variant("L2-lp4-rich50-lr05-b512", layers=2, rich=0.5, length_power=4.0, lr_fact
 variant("E2D1-lp4-rich50-lr05-b512", enc=2, dec=1, rich=0.5, length_power=4.0, lr_factor=0.5, batch_size=512)
 
 def rich_sources(n, generator, length_power, rich, task):
-    from aiayn.training import training_sources as plain
+    from aiayn.train.loop import training_sources as plain
     lengths = torch.tensor(task.source_lengths)
     weights = lengths.double() ** length_power
     drawn = lengths[torch.multinomial(weights, n, replacement=True, generator=generator)]
@@ -83,8 +83,8 @@ def rich_sources(n, generator, length_power, rich, task):
 def run(job):
     name, seed, max_steps, every, device = job
     torch.set_num_threads(1)
-    import aiayn.training as T
-    from aiayn.training import TrainConfig, new_run, train_step, toy_model_config
+    import aiayn.train.loop as T
+    from aiayn.train.loop import TrainConfig, new_run, train_step, toy_model_config
     from aiayn.evaluation import evaluate
     from aiayn.tasks import held_out_sources
     kw = dict(VARIANTS[name])
@@ -106,7 +106,7 @@ def run(job):
     if rich:
         T.training_sources = lambda task, n, g, p, *_: rich_sources(n, g, p, rich, task)
     if decay:
-        from aiayn.schedule import learning_rate as eq3
+        from aiayn.train.schedule import learning_rate as eq3
         # Eq. (3), then linearly to 0 over the second half of the run
         T.learning_rate = lambda step, d, w, f: eq3(step, d, w, f) * min(1.0, 2 * (decay - step) / decay)
         max_steps = decay

@@ -1,31 +1,34 @@
 """The Transformer of *Attention Is All You Need*, built bottom-up."""
 
-from aiayn.attention import MultiHeadAttention, scaled_dot_product_attention
-from aiayn.cache import DecoderCache, LayerCache
-from aiayn.embeddings import (
+from aiayn.fast.cache import DecoderCache, LayerCache
+from aiayn.model import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    LayerNorm,
     LearnedPositionalEmbedding,
+    MultiHeadAttention,
     PositionalEncoding,
+    PositionwiseFeedForward,
+    ResidualSublayer,
     TokenEmbedding,
+    Transformer,
+    TransformerConfig,
+    check_mask,
+    padding_mask,
+    scaled_dot_product_attention,
     sinusoidal_encoding,
+    subsequent_mask,
+    target_mask,
 )
-from aiayn.feed_forward import PositionwiseFeedForward
-from aiayn.interop import (
+from aiayn.model.interop import (
     load_decoder_layer,
     load_encoder_layer,
     load_multihead_attention,
     to_key_padding_mask,
     to_torch_mask,
 )
-from aiayn.layers import (
-    Decoder,
-    DecoderLayer,
-    Encoder,
-    EncoderLayer,
-    LayerNorm,
-    ResidualSublayer,
-)
-from aiayn.masks import check_mask, padding_mask, subsequent_mask, target_mask
-from aiayn.model import Transformer, TransformerConfig
 
 __version__ = "0.1.0"
 

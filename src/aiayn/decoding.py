@@ -3,16 +3,16 @@
 Every decoding strategy needs the same step: given the encoder's memory and the tokens
 produced so far, the scores of the next token. ``next_token_logits`` is that step;
 ``greedy_decode`` picks the best token at each step; ``beam_search`` (§6.1) calls the
-same step on the k best prefixes of each source. With a key/value cache (aiayn.cache)
-a step runs the decoder on the newest token only.
+same step on the k best prefixes of each source. With a key/value cache
+(aiayn.fast.cache) a step runs the decoder on the newest token only.
 """
 
 import torch
 from torch import Tensor
 
-from aiayn.cache import DecoderCache
-from aiayn.masks import padding_mask
-from aiayn.model import Transformer
+from aiayn.fast.cache import DecoderCache
+from aiayn.model.masks import padding_mask
+from aiayn.model.transformer import Transformer
 
 
 def next_token_logits(

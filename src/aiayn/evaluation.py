@@ -3,7 +3,7 @@
 import torch
 
 from aiayn.decoding import beam_search, greedy_decode
-from aiayn.model import Transformer
+from aiayn.model.transformer import Transformer
 from aiayn.tasks import Decoding, Task, make_batch
 
 

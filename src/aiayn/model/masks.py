@@ -5,7 +5,7 @@ One convention everywhere in this package: a mask is a boolean tensor and ``True
 attention scores, whose last two axes are (queries, keys).
 
 torch.nn.MultiheadAttention uses the opposite convention for boolean masks (True =
-masked); aiayn.interop converts at that boundary.
+masked); aiayn.model.interop converts at that boundary.
 """
 
 from collections.abc import Sequence

@@ -17,21 +17,22 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from aiayn import digit_batches, distributed
-from aiayn.cuda_graph import GraphedForwardBackward
 from aiayn.evaluation import evaluate
-from aiayn.loss import label_smoothed_loss
-from aiayn.masks import padding_mask, target_mask
-from aiayn.model import Transformer, TransformerConfig
-from aiayn.schedule import learning_rate
+from aiayn.model.masks import padding_mask, target_mask
+from aiayn.model.transformer import Transformer, TransformerConfig
 from aiayn.tasks import (
     Batch,
     DigitTask,
     Task,
+    digit_batches,
     get_task,
     held_out_sources,
     make_batch,
 )
+from aiayn.train import distributed
+from aiayn.train.cuda_graph import GraphedForwardBackward
+from aiayn.train.loss import label_smoothed_loss
+from aiayn.train.schedule import learning_rate
 
 
 def toy_model_config(task: Task | str, **shape) -> TransformerConfig:
@@ -98,7 +99,7 @@ class TrainConfig:
         default_factory=lambda: "cuda" if torch.cuda.is_available() else "cpu"
     )
     # on a GPU: replay each step's forward and backward pass from a CUDA graph
-    # (aiayn.cuda_graph); batches of batch_size sources only, one process
+    # (aiayn.train.cuda_graph); batches of batch_size sources only, one process
     cuda_graph: bool = False
 
     def __post_init__(self):
@@ -215,8 +216,8 @@ def device_available(name: str) -> bool:
 def new_run(config: TrainConfig) -> TrainState:
     """A fresh model, optimizer (Adam, the paper's betas and epsilon), data stream.
 
-    Under torchrun (``aiayn.distributed``) every process builds the same model, and
-    draws its data, and its dropout masks, from a seed of its own.
+    Under torchrun (``aiayn.train.distributed``) every process builds the same model,
+    and draws its data, and its dropout masks, from a seed of its own.
     """
     torch.manual_seed(config.seed)
     model = Transformer(config.model).to(config.device)
@@ -336,8 +337,8 @@ def training_batch(
 ) -> Batch:
     """``make_batch(task, training_sources(task, n, generator, ...))``: the same batch
     from the same draws. For the digit tasks it is drawn as numbers, without text
-    (``aiayn.digit_batches``), about four times faster (tests/test_digit_batches.py
-    checks it is the same batch)."""
+    (``aiayn.tasks.digit_batches``), about four times faster
+    (tests/test_digit_batches.py checks it is the same batch)."""
     shares = few_digits_share, uniform_length_share
     if not digit_batches.drawn_as_numbers(task):
         sources = training_sources(task, n, generator, length_power, *shares)
@@ -383,7 +384,7 @@ def train_step(state: TrainState, sources: list[str] | None = None) -> dict:
     the step does. Under torchrun they are those of the global batch, the union of
     the processes' batches (``distributed.global_batch_loss``). With
     ``config.cuda_graph`` the forward and backward pass is replayed from a CUDA graph
-    (``aiayn.cuda_graph``): the same loss and gradients, to rounding.
+    (``aiayn.train.cuda_graph``): the same loss and gradients, to rounding.
     """
     config, model = state.config, state.model
     if sources is None and config.max_tokens is not None:
@@ -405,7 +406,7 @@ def train_step(state: TrainState, sources: list[str] | None = None) -> dict:
     )
     for group in state.optimizer.param_groups:
         group["lr"] = rate
-    if state.graphed is not None:  # on a GPU, replayed (aiayn.cuda_graph)
+    if state.graphed is not None:  # on a GPU, replayed (aiayn.train.cuda_graph)
         metrics = state.graphed(batch)
     else:
         metrics = forward_backward(state, batch.to(config.device))

@@ -1,8 +1,9 @@
 """Time to accuracy: how long training takes to reach 99% and 99.9% exact match.
 
-    python -m aiayn.time_to_accuracy                       # reverse-repeats, seeds 0-2
-    python -m aiayn.time_to_accuracy --task copy --seeds 0
-    python -m aiayn.time_to_accuracy --set length_power=2 --set num_encoder_layers=3
+    python -m aiayn.tools.time_to_accuracy               # reverse-repeats, seeds 0-2
+    python -m aiayn.tools.time_to_accuracy --task copy --seeds 0
+    python -m aiayn.tools.time_to_accuracy --set length_power=2 \\
+        --set num_encoder_layers=3
 
 Each seed trains ``TrainConfig``'s defaults (with that seed, and the fields given with
 ``--set``, of the run or of its model) and, every ``--every`` steps, greedy-decodes the
@@ -28,8 +29,8 @@ import time
 import torch
 
 from aiayn.evaluation import evaluate
-from aiayn.tasks import TASKS, Task, held_out_sources
-from aiayn.training import TrainConfig, new_run, train_step
+from aiayn.tasks import TASK_NAMES, Task, held_out_sources
+from aiayn.train.loop import TrainConfig, new_run, train_step
 
 TARGETS = (0.99, 0.999)
 # TrainConfig()'s defaults before short training sources (uniform_length_share) and
@@ -165,9 +166,10 @@ def parse_change(text: str) -> tuple[str, object]:
 
 def benchmark_cli() -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m aiayn.time_to_accuracy", description=__doc__.split("\n\n")[0]
+        prog="python -m aiayn.tools.time_to_accuracy",
+        description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("--task", default=TrainConfig.task, choices=list(TASKS))
+    parser.add_argument("--task", default=TrainConfig.task, choices=TASK_NAMES)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument(
         "--every", type=int, default=50, help="steps between evaluations"

@@ -18,8 +18,8 @@ from torch.nn import functional
 
 from aiayn.evaluation import evaluate
 from aiayn.tasks import Task, held_out_sources, make_batch
-from aiayn.time_to_accuracy import configured
-from aiayn.training import new_run, teacher_forced_logits, train_step
+from aiayn.tools.time_to_accuracy import configured
+from aiayn.train.loop import new_run, teacher_forced_logits, train_step
 
 TASK = "reverse-repeats"
 STEPS = 250  # the training budget of every row

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.attention import MultiHeadAttention
-from aiayn.layers import DecoderLayer, EncoderLayer, ResidualSublayer
+from aiayn.model.attention import MultiHeadAttention
+from aiayn.model.layers import DecoderLayer, EncoderLayer, ResidualSublayer
 
 
 def to_torch_mask(mask: Tensor) -> Tensor:

@@ -4,7 +4,7 @@
 target with the task's rule on lists of digit strings, and reads both back as token
 ids: some tens of microseconds of Python per source. That is little beside a training
 step on a CPU, but on a GPU, once the step is one CUDA-graph replay
-(``aiayn.cuda_graph``), it was most of the step. Here the same draws
+(``aiayn.train.cuda_graph``), it was most of the step. Here the same draws
 (``DigitTask.sample_digits``) stay a tensor, the rules work on the whole batch of
 digits at once, and the batch is the one ``make_batch`` builds, id for id
 (``tests/test_digit_batches.py``).
@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from aiayn.tasks import Batch, DigitTask, Task
+from aiayn.tasks.base import Batch, Task
+from aiayn.tasks.digits import DigitTask
 
 # symbols: the digits 0-9, X (a target's marked repeat), and PAD beyond a sequence's end
 X, PAD = 10, 11

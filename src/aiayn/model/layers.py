@@ -5,11 +5,11 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from aiayn.attention import MultiHeadAttention
-from aiayn.cache import DecoderCache, LayerCache
-from aiayn.dropout import Dropout
-from aiayn.feed_forward import PositionwiseFeedForward
-from aiayn.packing import Packing
+from aiayn.fast.cache import DecoderCache, LayerCache
+from aiayn.fast.dropout import Dropout
+from aiayn.fast.packing import Packing
+from aiayn.model.attention import MultiHeadAttention
+from aiayn.model.feed_forward import PositionwiseFeedForward
 
 # attention weights by kind ("encoder_self", "decoder_self", "cross"), one per layer
 AttentionMaps = dict[str, list[Tensor]]
@@ -82,7 +82,7 @@ class EncoderLayer(nn.Module):
 
     Given a dict ``maps``, the self-attention weights (B, h, S, S) are appended to
     ``maps["encoder_self"]`` (Transformer.attention_maps). Given a ``packing``
-    (aiayn.packing), x holds only the real positions (N, d_model), and so does the
+    (aiayn.fast.packing), x holds only the real positions (N, d_model), and so does the
     output: attention alone sees them padded.
     """
 
@@ -134,7 +134,7 @@ class DecoderLayer(nn.Module):
             src_mask broadcastable to (B, T, S), tgt_mask broadcastable to (B, T, T))
         -> (B, T, d_model)
 
-    With a ``cache`` (see aiayn.cache, and ``start_cache``), x holds only the new
+    With a ``cache`` (see aiayn.fast.cache, and ``start_cache``), x holds only the new
     positions: self-attention reads the earlier positions' keys and values from the
     cache and appends the new ones; encoder-decoder attention reads the memory's keys
     and values from the cache instead of projecting ``memory`` again; tgt_mask then

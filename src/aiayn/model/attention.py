@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.masks import check_mask
-from aiayn.packing import Packing
+from aiayn.fast.packing import Packing
+from aiayn.model.masks import check_mask
 
 
 def scaled_dot_product_attention(
@@ -117,8 +117,8 @@ class MultiHeadAttention(nn.Module):
     also methods of their own: a decoder with a key/value cache projects only the new
     positions.
 
-    Given a ``packing`` (aiayn.packing), the queries (and in self-attention the keys
-    and values) hold only the real positions, (N, d_model), and so does the output:
+    Given a ``packing`` (aiayn.fast.packing), the queries (and in self-attention the
+    keys and values) hold only the real positions, (N, d_model), and so does the output:
     the projections skip the padding, the heads are unpacked for attention alone.
 
     Not in the paper: where attention dropout acts (§5.4 describes dropout on sub-layer

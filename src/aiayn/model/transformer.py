@@ -5,15 +5,15 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
-from aiayn.cache import DecoderCache
-from aiayn.embeddings import (
+from aiayn.fast.cache import DecoderCache
+from aiayn.fast.packing import Packing
+from aiayn.model.embeddings import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
     TokenEmbedding,
 )
-from aiayn.layers import AttentionMaps, Decoder, Encoder
-from aiayn.masks import subsequent_mask
-from aiayn.packing import Packing
+from aiayn.model.layers import AttentionMaps, Decoder, Encoder
+from aiayn.model.masks import subsequent_mask
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,8 @@ class Transformer(nn.Module):
     runs a forward pass and returns every layer's attention weights.
 
     In training mode on a CPU, with (B, ., S) and (B, T, T) masks, forward computes the
-    position-wise layers on the real positions only (aiayn.packing): the same logits
-    there, and 0 at the target's padding, which the loss ignores.
+    position-wise layers on the real positions only (aiayn.fast.packing): the same
+    logits there, and 0 at the target's padding, which the loss ignores.
     """
 
     def __init__(self, config: TransformerConfig | None = None, **fields):

@@ -3,7 +3,7 @@
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.dropout import Dropout
+from aiayn.fast.dropout import Dropout
 
 
 class PositionwiseFeedForward(nn.Module):

@@ -21,9 +21,8 @@ reversal starts there).
 
 import zlib
 from abc import ABC, abstractmethod
-from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
 
@@ -179,134 +178,6 @@ class Task(ABC):
         }
 
 
-def reverse_repeats(digits: list[str]) -> list[str]:
-    """Even-numbered occurrences of a digit become X; then the sequence is reversed.
-
-    >>> " ".join(reverse_repeats("0 1 5 9 0 3 5 2 5".split()))
-    '5 2 X 3 X 9 5 1 0'
-    """
-    seen: Counter[str] = Counter()
-    marked = []
-    for digit in digits:
-        seen[digit] += 1
-        marked.append("X" if seen[digit] % 2 == 0 else digit)
-    return marked[::-1]
-
-
-DIGIT_TOKENIZER = Tokenizer(("<pad>", "<s>", "</s>", *"0123456789", "X"))
-
-
-@dataclass(frozen=True)
-class DigitTask(Task):
-    """A toy task: a rule from digit sequences to target sequences; one vocabulary.
-
-    Held-out sources have every length, all equally likely, as ``sample`` draws them.
-    """
-
-    name: str
-    rule: Callable[[list[str]], list[str]]
-    description: str
-    source_lengths: range = range(1, 11)
-    src_tokenizer: Tokenizer = DIGIT_TOKENIZER
-    tgt_tokenizer: Tokenizer = DIGIT_TOKENIZER
-    held_out_length: int | None = None
-    train_defaults: Mapping[str, object] = field(
-        default_factory=lambda: MappingProxyType({}), compare=False
-    )
-
-    @property
-    def longest_sequence(self) -> int:
-        """A target is as long as its source; either ends with </s>."""
-        return self.source_lengths[-1] + 1
-
-    def target(self, source: str) -> str:
-        """The expected output for a source, e.g. '0 1 5' -> '5 1 0' for reverse."""
-        self.check_source(source)
-        return " ".join(self.rule(source.split()))
-
-    def check_source(self, source: str) -> None:
-        """Reject anything but digits 0-9, saying what."""
-        symbols = source.split()
-        unknown = sorted({s for s in symbols if s not in "0123456789" or len(s) != 1})
-        if unknown:
-            raise ValueError(f"{self.name}: tokens {unknown} are not digits 0-9")
-
-    def sample(
-        self,
-        n: int,
-        generator: torch.Generator,
-        length: int | None = None,
-        digits: int = 10,
-    ) -> list[str]:
-        """n random sources: lengths uniform in ``source_lengths`` unless given.
-
-        With ``digits`` < 10, each source draws its digits from a random set of that
-        many (its own set), so that the same digit recurs often.
-        """
-        drawn, lengths = self.sample_digits(n, generator, length, digits)
-        rows = zip(drawn.tolist(), lengths.tolist(), strict=True)
-        return [" ".join(str(d) for d in row[:k]) for row, k in rows]
-
-    def sample_digits(
-        self,
-        n: int,
-        generator: torch.Generator,
-        length: int | None = None,
-        digits: int = 10,
-    ) -> tuple[Tensor, Tensor]:
-        """``sample``'s draws, as numbers: digits (n, longest) and lengths (n,).
-
-        Source i is the first lengths[i] digits of row i.
-        """
-        if length is None:
-            low, high = self.source_lengths.start, self.source_lengths.stop
-            lengths = torch.randint(low, high, (n,), generator=generator)
-        else:
-            lengths = torch.full((n,), length)
-        drawn = torch.randint(0, digits, (n, int(lengths.max())), generator=generator)
-        if digits < 10:  # 0, 1, ... stand for the first digits of a random order
-            orders = torch.rand(n, 10, generator=generator).argsort(dim=1)
-            drawn = orders.gather(1, drawn)
-        return drawn, lengths
-
-
-# Moving digits by position needs one layer a side, and half the steps.
-MOVING_DIGITS_DEFAULTS = MappingProxyType(
-    dict(model=dict(num_encoder_layers=1, num_decoder_layers=1), steps=1000)
-)
-
-TASKS = {
-    task.name: task
-    for task in [
-        DigitTask(
-            "reverse-repeats",
-            reverse_repeats,
-            "every even-numbered occurrence of a digit becomes X, then the sequence is "
-            "reversed",
-        ),
-        DigitTask(
-            "copy",
-            lambda digits: list(digits),
-            "the output is the input",
-            train_defaults=MOVING_DIGITS_DEFAULTS,
-        ),
-        DigitTask(
-            "reverse",
-            lambda digits: digits[::-1],
-            "the output is the input reversed",
-            train_defaults=MOVING_DIGITS_DEFAULTS,
-        ),
-    ]
-}
-
-
-def get_task(name: str) -> Task:
-    """The task called ``name``; a ValueError lists the known ones otherwise."""
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}: choose one of {', '.join(TASKS)}")
-    return TASKS[name]
-
-
 VALIDATION_SEED = 1001  # the validation sources: what training evaluates and stops on
 TEST_SEED = 2002  # the test sources: the number a finished run reports
 HELD_OUT_SEEDS = {"validation": VALIDATION_SEED, "test": TEST_SEED}
@@ -395,7 +266,7 @@ class Batch:
         return int((self.tgt_out != self.tgt_pad_id).sum())
 
 
-def pad(sequences: list[list[int]], pad_id: int) -> Tensor:
+def pad_sequences(sequences: list[list[int]], pad_id: int) -> Tensor:
     """Right-pad lists of ids with pad_id into a (len(sequences), longest) tensor."""
     longest = max(len(s) for s in sequences)
     return torch.tensor([s + [pad_id] * (longest - len(s)) for s in sequences])
@@ -408,14 +279,10 @@ def make_batch(task: Task, sources: list[str]) -> Batch:
     src = [[*source.encode(s), source.eos_id] for s in sources]
     tgt = [target.encode(task.target(s)) for s in sources]
     return Batch(
-        src=pad(src, source.pad_id),
-        tgt_in=pad([[target.bos_id, *t] for t in tgt], target.pad_id),
-        tgt_out=pad([[*t, target.eos_id] for t in tgt], target.pad_id),
+        src=pad_sequences(src, source.pad_id),
+        tgt_in=pad_sequences([[target.bos_id, *t] for t in tgt], target.pad_id),
+        tgt_out=pad_sequences([[*t, target.eos_id] for t in tgt], target.pad_id),
         src_pad_id=source.pad_id,
         tgt_pad_id=target.pad_id,
     )
 
-
-# The tasks of Part III build on this module; importing them adds them to TASKS.
-import aiayn.parsing  # noqa: E402, F401
-import aiayn.translation  # noqa: E402, F401

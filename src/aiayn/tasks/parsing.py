@@ -34,7 +34,7 @@ import torch
 if TYPE_CHECKING:  # draw_tree's annotation only: the task itself needs no matplotlib
     from matplotlib.axes import Axes
 
-from aiayn.tasks import TASKS, Decoding, Task, Tokenizer
+from aiayn.tasks.base import Decoding, Task, Tokenizer
 
 # A tree is (label, children); a leaf is (tag, word).
 Tree = tuple[str, tuple]
@@ -467,4 +467,4 @@ def _height(tree: Tree) -> int:
 
 
 PARSE = ParseTask()
-TASKS[PARSE.name] = PARSE
+TASKS = {PARSE.name: PARSE}

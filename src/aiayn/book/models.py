@@ -1,7 +1,7 @@
 """The trained models of the book's final chapters, made once before any chapter runs.
 
-    python -m aiayn.book_models            # trains what is missing in _build/runs
-    python -m aiayn.book_models --jobs 2   # two at a time, one thread each
+    python -m aiayn.book.models            # trains what is missing in _build/runs
+    python -m aiayn.book.models --jobs 2   # two at a time, one thread each
 
 `make models` runs this before the chapters are executed (by nbval or by the book
 build), so that no chapter trains, whatever the order in which the chapters run and
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from aiayn.training import (
+from aiayn.train.loop import (
     TrainConfig,
     TrainState,
     load_checkpoint,
@@ -103,7 +103,7 @@ def train_book_model(name: str, config: TrainConfig, runs: Path, threads: int) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m aiayn.book_models", description=__doc__.split("\n\n")[0]
+        prog="python -m aiayn.book.models", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--runs", type=Path, default=RUNS, help=f"default {RUNS}")
     parser.add_argument(

@@ -1,15 +1,15 @@
 """Time a training step (forward + backward) of our Transformer and nn.Transformer.
 
-    python -m aiayn.bench                                    # the two presets
-    python -m aiayn.bench --d-model 64 --nhead 2 --layers 1  # a configuration of yours
+    python -m aiayn.tools.bench                                    # the two presets
+    python -m aiayn.tools.bench --d-model 64 --nhead 2 --layers 1  # your configuration
 
 Both models get the same padded batch, the same masks (source padding; target padding
 and causal), the same embedding and output layers, and the same loss. After a warm-up
 the two models take turns, each going first every other round; the medians and their
 ratio are printed, for wall-clock time and for the CPU time of the process (steadier on
 a busy machine). Both models train (training mode): ours then computes its position-wise
-layers on the real positions only (aiayn.packing), nn.Transformer on every position;
-the padding's share of the batch is printed too.
+layers on the real positions only (aiayn.fast.packing), nn.Transformer on every
+position; the padding's share of the batch is printed too.
 
 On Linux the command starts itself again with glibc's malloc thresholds fixed
 (FIXED_MALLOC): left to adapt, they couple the two models' allocation costs.
@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.embeddings import PositionalEncoding, TokenEmbedding
-from aiayn.interop import to_key_padding_mask, to_torch_mask
-from aiayn.masks import padding_mask, subsequent_mask, target_mask
-from aiayn.model import Transformer, TransformerConfig
+from aiayn.model.embeddings import PositionalEncoding, TokenEmbedding
+from aiayn.model.interop import to_key_padding_mask, to_torch_mask
+from aiayn.model.masks import padding_mask, subsequent_mask, target_mask
+from aiayn.model.transformer import Transformer, TransformerConfig
 
 PAD_ID = 0  # the benchmark's random batches pad with id 0
 
@@ -225,7 +225,7 @@ FIXED_MALLOC = {
 def with_fixed_malloc() -> None:
     """On Linux, run this command again with FIXED_MALLOC, unless it already has it."""
     if sys.platform == "linux" and not FIXED_MALLOC.items() <= os.environ.items():
-        command = [sys.executable, "-m", "aiayn.bench", *sys.argv[1:]]
+        command = [sys.executable, "-m", "aiayn.tools.bench", *sys.argv[1:]]
         os.execve(sys.executable, command, os.environ | FIXED_MALLOC)
 
 

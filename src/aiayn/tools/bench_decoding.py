@@ -1,7 +1,7 @@
 """Time greedy decoding with and without the key/value cache.
 
-    python -m aiayn.bench_decoding                      # the base model, 2 threads
-    python -m aiayn.bench_decoding --lengths 16 32 --repeats 3
+    python -m aiayn.tools.bench_decoding                  # the base model, 2 threads
+    python -m aiayn.tools.bench_decoding --lengths 16 32 --repeats 3
 
 An untrained model of the paper's base configuration (Table 3; eval mode, no dropout)
 decodes a batch of random sources. Its end token is -1, an id no token has, so both
@@ -17,7 +17,7 @@ import time
 import torch
 
 from aiayn.decoding import greedy_decode
-from aiayn.model import Transformer, TransformerConfig
+from aiayn.model.transformer import Transformer, TransformerConfig
 
 PAD, BOS = 0, 1
 NEVER = -1  # the end token: no token has this id, every output has the full length

@@ -1,8 +1,9 @@
 """Throughput of data-parallel training: sequences per second on N processes.
 
-    python -m aiayn.bench_distributed --device cpu                # one process
-    torchrun --standalone --nproc_per_node=2 -m aiayn.bench_distributed --device cpu
-    torchrun --standalone --nproc_per_node=2 -m aiayn.bench_distributed \\
+    python -m aiayn.tools.bench_distributed --device cpu                # one process
+    torchrun --standalone --nproc_per_node=2 -m aiayn.tools.bench_distributed \\
+        --device cpu
+    torchrun --standalone --nproc_per_node=2 -m aiayn.tools.bench_distributed \\
         --device cpu --global-batch 64        # the same global batch, split in two
 
 Every process runs the training loop's work of a step: ``train_step`` on its own
@@ -23,8 +24,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from aiayn import distributed
-from aiayn.training import TrainConfig, new_run, train_step
+from aiayn.train import distributed
+from aiayn.train.loop import TrainConfig, new_run, train_step
 
 
 def step_seconds(config: TrainConfig, steps: int, warmup: int) -> float:
@@ -51,7 +52,8 @@ def step_seconds(config: TrainConfig, steps: int, warmup: int) -> float:
 
 def throughput_cli() -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m aiayn.bench_distributed", description=__doc__.split("\n")[0]
+        prog="python -m aiayn.tools.bench_distributed",
+        description=__doc__.split("\n")[0],
     )
     parser.add_argument("--device", default=TrainConfig().device)
     parser.add_argument(

@@ -31,7 +31,7 @@ from tokenizers import Tokenizer as BPETokenizer
 from tokenizers import models, pre_tokenizers, trainers
 from torch import nn
 
-from aiayn.tasks import TASKS, Task, Tokenizer, held_out_split
+from aiayn.tasks.base import Task, Tokenizer, held_out_split
 
 LARGEST = 10**12 - 1  # the largest number of the tasks: 999,999,999,999
 MAX_DIGITS = len(str(LARGEST))
@@ -568,7 +568,7 @@ TRAIN_DEFAULTS = MappingProxyType(dict(
     target_exact_match=None,
 ))
 
-TRANSLATION_TASKS = {
+TASKS = {
     task.name: task
     for task in [
         NumberWordsTask(
@@ -585,4 +585,3 @@ TRANSLATION_TASKS = {
         ),
     ]
 }
-TASKS.update(TRANSLATION_TASKS)

@@ -1,0 +1,1 @@
+"""The fast paths: the reference model computed in fewer, faster operations."""

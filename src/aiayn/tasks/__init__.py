@@ -1,0 +1,71 @@
+"""The tasks a model learns: their data, tokenizers and rules, and the registry by name.
+
+``aiayn.tasks.base`` says what a task is; ``digits`` holds the toy tasks of Part II,
+``translation`` and ``parsing`` those of Part III. Each of those modules keeps its tasks
+in a dict ``TASKS``; ``get_task(name)`` imports a task's module only when the task is
+asked for, so that a digit task never loads the translation task's libraries.
+"""
+
+from importlib import import_module
+
+from aiayn.tasks.base import (
+    HELD_OUT_SEEDS,
+    Batch,
+    Decoding,
+    Task,
+    Tokenizer,
+    held_out_sources,
+    held_out_split,
+    make_batch,
+    pad_sequences,
+)
+from aiayn.tasks.digits import DIGIT_TOKENIZER, DigitTask, reverse_repeats
+
+# the module that defines each task, by the task's name
+TASK_MODULES = {
+    "reverse-repeats": "aiayn.tasks.digits",
+    "copy": "aiayn.tasks.digits",
+    "reverse": "aiayn.tasks.digits",
+    "en-de": "aiayn.tasks.translation",
+    "en-fr": "aiayn.tasks.translation",
+    "parse": "aiayn.tasks.parsing",
+}
+TASK_NAMES = tuple(TASK_MODULES)
+# tasks added by name at run time (add_task), before the tasks of TASK_MODULES
+ADDED_TASKS: dict[str, Task] = {}
+
+
+def add_task(task: Task) -> None:
+    """Make ``task`` known by its name: training, evaluation and the CLI find it."""
+    ADDED_TASKS[task.name] = task
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``; a ValueError lists the known ones otherwise."""
+    if name in ADDED_TASKS:
+        return ADDED_TASKS[name]
+    if name not in TASK_MODULES:
+        known = ", ".join([*TASK_MODULES, *ADDED_TASKS])
+        raise ValueError(f"unknown task {name!r}: choose one of {known}")
+    return import_module(TASK_MODULES[name]).TASKS[name]
+
+
+__all__ = [
+    "ADDED_TASKS",
+    "DIGIT_TOKENIZER",
+    "HELD_OUT_SEEDS",
+    "TASK_MODULES",
+    "TASK_NAMES",
+    "Batch",
+    "Decoding",
+    "DigitTask",
+    "Task",
+    "Tokenizer",
+    "add_task",
+    "get_task",
+    "held_out_sources",
+    "held_out_split",
+    "make_batch",
+    "pad_sequences",
+    "reverse_repeats",
+]

@@ -1,0 +1,1 @@
+"""Training: the loss, the learning-rate schedule, the loop, checkpoints, processes."""
