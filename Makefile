@@ -25,14 +25,21 @@ OTHER_SEED := 1
 OTHER_RUNS := $(BUILD)/runs-other
 MODEL_CHAPTERS := $(shell grep -l 'book_model\|BOOK_MODELS\|table3_cpu' book/*.md)
 SETUP    := $(VENV)/.installed
-# The library's files, and a list of their names that is rewritten only when a file is added
-# or removed: make then sees a deleted file too, and not Python's __pycache__ folders, which
-# appear under src/ when the library is first imported.
-SRC_LIST := $(BUILD)/.src-files
-$(shell mkdir -p $(BUILD) && find src -type f -name '*.py' | sort > $(SRC_LIST).new \
-  && (cmp -s $(SRC_LIST).new $(SRC_LIST) || mv $(SRC_LIST).new $(SRC_LIST)); \
-  rm -f $(SRC_LIST).new)
-SRC      := $(shell find src -type f -name '*.py' 2>/dev/null) $(SRC_LIST)
+# A set of the library's files: the Python files under some paths, and a list of their names
+# that is rewritten only when a file is added or removed: make then sees a deleted file too,
+# and not Python's __pycache__ folders, which appear under src/ when the library is first
+# imported. $(call python_files,LIST,PATHS) writes the list LIST; it gives the files and LIST.
+define python_files
+$(shell mkdir -p $(BUILD); { find $(2) -type f -name '*.py' 2>/dev/null || true; } \
+  | sort > $(1).new; cmp -s $(1).new $(1) || mv $(1).new $(1); rm -f $(1).new; cat $(1)) $(1)
+endef
+# every file of the library: the chapters import any of them (the tools, the CLI too)
+SRC := $(call python_files,$(BUILD)/.src-files,src)
+# the files a trained model depends on: the model and its fast paths, the tasks, decoding
+# and evaluation, training, and the book models' table; not the tools or the CLI
+MODEL_SRC := $(call python_files,$(BUILD)/.model-src-files,src/aiayn/model src/aiayn/fast \
+  src/aiayn/tasks src/aiayn/train src/aiayn/decoding.py src/aiayn/evaluation.py \
+  src/aiayn/__init__.py src/aiayn/book/models.py)
 CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
 
 .PHONY: help setup book models sync test lint unit notebooks strict-book pdf browser chromium \
@@ -66,10 +73,17 @@ $(SETUP): requirements.txt pyproject.toml $(LAB_SETTING)
 setup: $(SETUP)
 
 # jupyter-cache keys on cell text only: any change under src/ (or to the installed packages)
-# empties the cache, Sphinx's saved doctrees and the models the final chapters trained, so every
-# chapter is read, executed and trained again against the new code, not kept from the old one.
+# empties the cache and Sphinx's saved doctrees, so that every chapter is read and executed
+# again against the new code, not kept from the old one.
 $(BUILD)/.src-stamp: $(SRC) $(SETUP)
-	rm -rf $(CACHE) $(BUILD)/.doctrees $(RUNS) $(OTHER_RUNS)
+	rm -rf $(CACHE) $(BUILD)/.doctrees
+	mkdir -p $(BUILD)
+	touch $@
+
+# The trained models are deleted, to be trained again, only when what they were trained with
+# changed (MODEL_SRC, or the installed packages): a change to a tool or the CLI keeps them.
+$(BUILD)/.models-stamp: $(MODEL_SRC) $(SETUP)
+	rm -rf $(RUNS) $(OTHER_RUNS)
 	mkdir -p $(BUILD)
 	touch $@
 
@@ -94,8 +108,9 @@ lock:
 # --- the trained models -------------------------------------------------------------------------
 # The final chapters load trained models; they are made here, once, before any chapter runs, so
 # that no executed chapter trains (or depends on the machine's speed, or on the order in which
-# the chapters run). A finished model is reused: only a change under src/ retrains.
-models: $(SETUP) $(BUILD)/.src-stamp
+# the chapters run). A finished model is reused: only a change to the model, a task or training
+# (MODEL_SRC), or to the installed packages, retrains.
+models: $(SETUP) $(BUILD)/.models-stamp
 	$(PY) -m aiayn.book.models --runs $(RUNS) --jobs 2
 
 # --- the book ----------------------------------------------------------------------------------
@@ -178,7 +193,7 @@ chromium:
 # are trained again with seed OTHER_SEED on the kernel path tests/other_kernels.py names
 # (ATEN_CPU_CAPABILITY), and every chapter that reads them runs against those models:
 # a claim that holds for one training run only fails here.
-portability: $(SETUP) $(BUILD)/.src-stamp
+portability: $(SETUP) $(BUILD)/.models-stamp
 	export AIAYN_BOOK_SEED=$(OTHER_SEED) AIAYN_RUNS=$(abspath $(OTHER_RUNS)) \
 	  ATEN_CPU_CAPABILITY=$$($(PY) tests/other_kernels.py); \
 	echo "book models with seed $$AIAYN_BOOK_SEED on the $$ATEN_CPU_CAPABILITY path"; \

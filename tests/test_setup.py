@@ -6,6 +6,9 @@ index as an extra index, where the same release is ``2.13.0+cpu``. These tests c
 both halves without the network: the Makefile hands TORCH_INDEX to pip, and pip, given
 the plain release on one index and the ``+cpu`` build on the extra one, takes the
 ``+cpu`` build for the pin in requirements.txt.
+
+And what a change retrains: the book's trained models are deleted only when what they
+were trained with changed, in the Makefile and in the publishing workflow's cache alike.
 """
 
 import base64
@@ -15,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import tomllib
 import zipfile
 from importlib import metadata
@@ -145,3 +149,56 @@ def test_the_lock_holds_the_direct_pins_of_pyproject():
     for requirement in direct:
         locked = pins.get(canonicalize_name(requirement.name))
         assert locked in requirement.specifier, f"{requirement}: locked {locked}"
+
+
+# --- what a change retrains ---------------------------------------------------------
+def make_would_delete(changed: str, target: str, build: Path) -> list[str]:
+    """The `rm` lines of ``make -n target`` if ``changed`` were edited now, with the
+    book's build folder at ``build`` and every stamp in it up to date."""
+    make = ["make", "-n", "-o", ".venv/.installed", f"BUILD={build}"]
+    subprocess.run([*make, target], cwd=ROOT, capture_output=True, check=True)
+    future = time.time() + 3600  # later than any file another hand writes meanwhile
+    for stamp in (".src-stamp", ".models-stamp"):
+        (build / stamp).touch()
+        os.utime(build / stamp, (future, future))
+    done = subprocess.run(
+        [*make, "-W", changed, target], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if line.startswith("rm ")]
+
+
+CACHES = (".jupyter_cache", ".doctrees")  # the chapters' outputs, Sphinx's doctrees
+
+
+def test_a_tool_or_the_cli_changed_empties_the_execution_cache_only(tmp_path):
+    for changed in ("src/aiayn/tools/bench.py", "src/aiayn/cli.py"):
+        assert make_would_delete(changed, "models", tmp_path) == []
+        (removed,) = make_would_delete(changed, "book", tmp_path)
+        assert removed.split()[2:] == [f"{tmp_path}/{name}" for name in CACHES]
+
+
+def test_the_model_or_training_changed_deletes_the_models(tmp_path):
+    for changed in ("src/aiayn/model/masks.py", "src/aiayn/train/loop.py"):
+        (removed,) = make_would_delete(changed, "models", tmp_path)
+        assert removed.split()[2:] == [f"{tmp_path}/runs", f"{tmp_path}/runs-other"]
+
+
+def model_sources() -> list[str]:
+    """The paths of the Makefile's MODEL_SRC: what the trained models depend on."""
+    makefile = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    (line,) = [line for line in makefile.splitlines() if line.startswith("MODEL_SRC ")]
+    return line.rstrip(")").split(",")[-1].split()
+
+
+def test_the_workflow_keeps_the_models_as_the_makefile_does():
+    """The publishing workflow restores trained models from its cache under a key that
+    hashes the files the Makefile retrains for: the same ones."""
+    workflow = (ROOT / ".github" / "workflows" / "publish.yml").read_text()
+    (key,) = re.findall(r"key: book-models-.*hashFiles\((.*)\)", workflow)
+    hashed = {path.strip(" '") for path in key.split(",")}
+    for path in model_sources():
+        is_folder = (ROOT / path).is_dir()
+        assert (f"{path}/**/*.py" if is_folder else path) in hashed, path
+    assert {"requirements.txt", "pyproject.toml"} <= hashed  # the Makefile's $(SETUP)
+    assert "touch _build/.models-stamp" in workflow
