@@ -4,13 +4,16 @@ Every decoding strategy needs the same step: given the encoder's memory and the 
 produced so far, the scores of the next token. ``next_token_logits`` is that step;
 ``greedy_decode`` picks the best token at each step; ``beam_search`` (§6.1) calls the
 same step on the k best prefixes of each source. With a key/value cache
-(aiayn.fast.cache) a step runs the decoder on the newest token only.
+(aiayn.fast.cache) a step runs the decoder on the newest token only. Every step runs
+the fast forms of the model's encoder and decoder (aiayn.fast.transformer), which
+compute the reference's functions, on a reference Transformer too.
 """
 
 import torch
 from torch import Tensor
 
 from aiayn.fast.cache import DecoderCache
+from aiayn.fast.transformer import decode, encode
 from aiayn.model.masks import padding_mask
 from aiayn.model.transformer import Transformer
 
@@ -21,19 +24,19 @@ def next_token_logits(
     src_mask: Tensor,
     prefix: Tensor,
     cache: DecoderCache | None = None,
-) -> Tensor:
+) -> tuple[Tensor, DecoderCache | None]:
     """Scores of the next token: memory (B, S, d_model), prefix (B, t) -> (B, V).
 
     Without a cache the decoder runs over the whole prefix. With one it runs over the
-    positions the cache does not hold yet (the newest token, in a decoding loop) and
-    adds them to the cache.
+    positions the cache does not hold yet (the newest token, in a decoding loop), and
+    the cache returned holds them too (None without one).
     """
     if cache is not None:
         prefix = prefix[:, cache.length :]  # the others are cached
     # (B, T, d_model), causal by default
-    hidden = model.decode(memory, src_mask, prefix, cache=cache)
+    hidden, cache = decode(model, memory, src_mask, prefix, cache=cache)
     # only the last position predicts what's next
-    return model.output_projection(hidden[:, -1])
+    return model.output_projection(hidden[:, -1]), cache
 
 
 @torch.no_grad()
@@ -55,12 +58,13 @@ def greedy_decode(
     """
     src_mask = padding_mask(src, pad_id)  # (B, 1, S)
     # (B, S, d_model): computed once, reused every step
-    memory = model.encode(src, src_mask)
+    memory = encode(model, src, src_mask)
     cache = DecoderCache() if use_cache else None
     tokens = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
     for _ in range(max_len):
-        logits = next_token_logits(model, memory, src_mask, tokens, cache)  # (B, V)
+        # (B, V)
+        logits, cache = next_token_logits(model, memory, src_mask, tokens, cache)
         next_token = logits.argmax(dim=-1).masked_fill(finished, pad_id)  # (B,)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)  # (B, t) -> (B, t + 1)
         finished |= next_token == eos_id
@@ -191,7 +195,7 @@ def beam_search(
         limit = torch.full((batch,), max_len, device=device)
     src_mask = padding_mask(src, pad_id)  # (B, 1, S)
     # (B·k, S, d_model): encoded once, a copy per beam
-    memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)
+    memory = encode(model, src, src_mask).repeat_interleave(k, dim=0)
     src_mask = src_mask.repeat_interleave(k, dim=0)  # (B·k, 1, S)
     prefix = torch.full((batch * k, 1), bos_id, device=device)  # (B·k, 1)
     cache = DecoderCache() if use_cache else None
@@ -202,7 +206,8 @@ def beam_search(
     best = Finished(batch, int(limit.max()), pad_id, device)
     for length in range(1, int(limit.max()) + 1):
         n = sources.numel()
-        logits = next_token_logits(model, memory, src_mask, prefix, cache)  # (n·k, V)
+        # (n·k, V)
+        logits, cache = next_token_logits(model, memory, src_mask, prefix, cache)
         log_probs = logits.log_softmax(dim=-1)
         # (n, 2k) each: log P, token, and the row of the beam each candidate extends
         scores, beam, token = top_candidates(log_probs.view(n, k, -1), beam_scores, k)

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from torch import Tensor
 
 
-@dataclass
+@dataclass(frozen=True)
 class LayerCache:
     """What one decoder layer keeps between decoding steps, for a batch of B sequences.
 
@@ -19,13 +19,13 @@ class LayerCache:
     memory_values: Tensor  # (B, h, S, d_v)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DecoderCache:
     """The key/value cache of a whole decoder: one LayerCache per decoder layer.
 
-    Pass a new, empty ``DecoderCache()`` to ``Transformer.decode``: the first call fills
-    it, every call appends the new positions, and each call's target holds only the
-    positions after ``length``.
+    ``FastTransformer.decode`` takes one (a new, empty ``DecoderCache()`` at first) and
+    returns another, which holds the new positions too; each call's target holds only
+    the positions after ``length``. A cache is never changed in place.
     """
 
     layers: list[LayerCache] = field(default_factory=list)

@@ -3,8 +3,6 @@
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.fast.dropout import Dropout
-
 
 class PositionwiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, Eq. (2), applied to every position alike.
@@ -19,7 +17,7 @@ class PositionwiseFeedForward(nn.Module):
         super().__init__()
         self.linear1 = nn.Linear(d_model, dim_feedforward)  # W_1, b_1
         self.linear2 = nn.Linear(dim_feedforward, d_model)  # W_2, b_2
-        self.dropout = Dropout(dropout)  # nn.Dropout, with a cheaper mask on a CPU
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.linear2(self.dropout(F.relu(self.linear1(x))))

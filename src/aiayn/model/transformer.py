@@ -5,15 +5,17 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
-from aiayn.fast.cache import DecoderCache
-from aiayn.fast.packing import Packing
+from aiayn.model.attention import MultiHeadAttention
 from aiayn.model.embeddings import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
     TokenEmbedding,
 )
-from aiayn.model.layers import AttentionMaps, Decoder, Encoder
+from aiayn.model.layers import Decoder, Encoder
 from aiayn.model.masks import subsequent_mask
+
+# attention weights by kind ("encoder_self", "decoder_self", "cross"), one per layer
+AttentionMaps = dict[str, list[Tensor]]
 
 
 @dataclass(frozen=True)
@@ -41,27 +43,21 @@ class TransformerConfig:
     d_v: int | None = None  # value width per head; None: d_model / nhead
     max_positions: int = 5000  # the longest sequence the positional table covers
 
+    @property
+    def layer_options(self) -> dict:
+        """The keywords of every encoder and decoder layer."""
+        return dict(
+            dim_feedforward=self.dim_feedforward,
+            dropout=self.dropout,
+            norm_first=self.norm_first,
+            d_k=self.d_k,
+            d_v=self.d_v,
+        )
+
     def __post_init__(self):
         if self.positional not in POSITIONAL:
             choices = " or ".join(repr(name) for name in POSITIONAL)
             raise ValueError(f"positional={self.positional!r}: choose {choices}")
-
-
-def packs(
-    src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None
-) -> bool:
-    """Whether forward may pack: on a CPU, with one mask per sequence on both sides.
-
-    The masks must be (B, ., S) and (B, ., T): one row of keys per sequence.
-    """
-    return (
-        src.device.type == "cpu"
-        and src_mask is not None
-        and tgt_mask is not None
-        and src_mask.dim() == tgt_mask.dim() == 3
-        and src_mask.size(0) == tgt_mask.size(0) == src.size(0)
-        and (src_mask.size(-1), tgt_mask.size(-1)) == (src.size(1), tgt.size(1))
-    )
 
 
 POSITIONAL = {
@@ -89,9 +85,9 @@ class Transformer(nn.Module):
     Every weight matrix starts Xavier-uniform. ``model.attention_maps(src, tgt, ...)``
     runs a forward pass and returns every layer's attention weights.
 
-    In training mode on a CPU, with (B, ., S) and (B, T, T) masks, forward computes the
-    position-wise layers on the real positions only (aiayn.fast.packing): the same
-    logits there, and 0 at the target's padding, which the loss ignores.
+    This is the reference: the model as the paper describes it. FastTransformer
+    (aiayn.fast.transformer) has the same parameters and computes the same function
+    in fewer operations; the trained models use it.
     """
 
     def __init__(self, config: TransformerConfig | None = None, **fields):
@@ -108,9 +104,9 @@ class Transformer(nn.Module):
         self.positional = POSITIONAL[c.positional](
             c.d_model, c.max_positions, c.dropout
         )
-        layer_options = (c.dim_feedforward, c.dropout, c.norm_first, c.d_k, c.d_v)
-        self.encoder = Encoder(c.d_model, c.nhead, c.num_encoder_layers, *layer_options)
-        self.decoder = Decoder(c.d_model, c.nhead, c.num_decoder_layers, *layer_options)
+        options = c.layer_options
+        self.encoder = Encoder(c.d_model, c.nhead, c.num_encoder_layers, **options)
+        self.decoder = Decoder(c.d_model, c.nhead, c.num_decoder_layers, **options)
         # pre-softmax linear
         self.output_projection = nn.Linear(c.d_model, c.tgt_vocab, bias=False)
         if c.tie_weights:
@@ -122,14 +118,9 @@ class Transformer(nn.Module):
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
 
-    def encode(
-        self,
-        src: Tensor,
-        src_mask: Tensor | None = None,
-        maps: AttentionMaps | None = None,
-    ) -> Tensor:
+    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """(B, S) source ids -> memory (B, S, d_model)."""
-        return self.encoder(self.positional(self.src_embed(src)), src_mask, maps)
+        return self.encoder(self.positional(self.src_embed(src)), src_mask)
 
     def decode(
         self,
@@ -137,21 +128,15 @@ class Transformer(nn.Module):
         src_mask: Tensor | None,
         tgt: Tensor,
         tgt_mask: Tensor | None = None,
-        cache: DecoderCache | None = None,
-        maps: AttentionMaps | None = None,
     ) -> Tensor:
         """(B, T) target ids and memory (B, S, d_model) -> (B, T, d_model).
 
         Without a tgt_mask the decoder still may not look ahead: a causal mask is used.
-        With a cache, ``tgt`` holds only the positions after the ``cache.length`` cached
-        ones, and appends them to it (a tgt_mask is then (B or 1, T, length + T)).
         """
-        offset = 0 if cache is None else cache.length
-        if tgt_mask is None:  # position offset + i sees positions 0..offset + i
-            causal = subsequent_mask(offset + tgt.size(1), device=tgt.device)
-            tgt_mask = causal[None, offset:]  # (1, T, offset + T)
-        x = self.positional(self.tgt_embed(tgt), offset)  # (B, T, d_model)
-        return self.decoder(x, memory, src_mask, tgt_mask, cache, maps)
+        if tgt_mask is None:
+            tgt_mask = subsequent_mask(tgt.size(1), device=tgt.device)  # (T, T)
+        x = self.positional(self.tgt_embed(tgt))  # (B, T, d_model)
+        return self.decoder(x, memory, src_mask, tgt_mask)
 
     def forward(
         self,
@@ -160,27 +145,9 @@ class Transformer(nn.Module):
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
     ) -> Tensor:
-        if self.training and packs(src, tgt, src_mask, tgt_mask):
-            return self.packed_forward(src, tgt, src_mask, tgt_mask)
         memory = self.encode(src, src_mask)  # (B, S, d_model)
         # (B, T, V)
         return self.output_projection(self.decode(memory, src_mask, tgt, tgt_mask))
-
-    def packed_forward(
-        self, src: Tensor, tgt: Tensor, src_mask: Tensor, tgt_mask: Tensor
-    ) -> Tensor:
-        """forward on the real positions only; logits 0 at the target's padding.
-
-        A position is real if some query may attend to it (Packing.from_mask).
-        """
-        source, target = Packing.from_mask(src_mask), Packing.from_mask(tgt_mask)
-        # (B, S) -> (N_src, d_model)
-        x = source.pack(self.positional(self.src_embed(src)))
-        memory = source.unpack(self.encoder(x, src_mask, packing=source))  # (B, S, .)
-        # (B, T) -> (N_tgt, d_model)
-        y = target.pack(self.positional(self.tgt_embed(tgt)))
-        y = self.decoder(y, memory, src_mask, tgt_mask, packing=target)
-        return target.unpack(self.output_projection(y))  # (B, T, tgt_vocab)
 
     @torch.no_grad()
     def attention_maps(
@@ -190,12 +157,43 @@ class Transformer(nn.Module):
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
     ) -> AttentionMaps:
-        """Run a forward pass and return the attention weights of every layer.
+        """Run the model and return the attention weights of every layer.
 
         One tensor per layer: "encoder_self" (B, h, S, S), "decoder_self" (B, h, T, T)
-        and "cross" (B, h, T, S) (rows are queries, columns keys).
+        and "cross" (B, h, T, S) (rows are queries, columns keys). PyTorch's hooks ask
+        each attention for its weights too, and keep them: the model itself keeps none.
         """
         maps: AttentionMaps = {"encoder_self": [], "decoder_self": [], "cross": []}
-        memory = self.encode(src, src_mask, maps)
-        self.decode(memory, src_mask, tgt, tgt_mask, maps=maps)
+        attentions = [(lay.self_attn, "encoder_self") for lay in self.encoder.layers]
+        for lay in self.decoder.layers:
+            attentions += [(lay.self_attn, "decoder_self"), (lay.cross_attn, "cross")]
+        hooks = []
+        for attention, kind in attentions:
+            hooks += weights_recorded(attention, maps[kind])
+        try:
+            self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
+        finally:
+            for hook in hooks:
+                hook.remove()
         return maps
+
+
+def weights_recorded(attention: MultiHeadAttention, weights: list[Tensor]) -> list:
+    """Hooks that make ``attention`` return its weights and append them to ``weights``.
+
+    The first asks for the weights (need_weights=True); the second keeps them and
+    passes the output alone on, as the layer expects.
+    """
+
+    def ask(module, args, kwargs):
+        return args, kwargs | {"need_weights": True}
+
+    def keep(module, args, kwargs, output):
+        out, attention_weights = output
+        weights.append(attention_weights)  # (B, h, T, S)
+        return out
+
+    return [
+        attention.register_forward_pre_hook(ask, with_kwargs=True),
+        attention.register_forward_hook(keep, with_kwargs=True),
+    ]

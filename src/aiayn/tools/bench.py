@@ -28,10 +28,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiayn.fast.transformer import FastTransformer
 from aiayn.model.embeddings import PositionalEncoding, TokenEmbedding
 from aiayn.model.interop import to_key_padding_mask, to_torch_mask
 from aiayn.model.masks import padding_mask, subsequent_mask, target_mask
-from aiayn.model.transformer import Transformer, TransformerConfig
+from aiayn.model.transformer import TransformerConfig
 
 PAD_ID = 0  # the benchmark's random batches pad with id 0
 
@@ -167,8 +168,8 @@ def describe_padding(batch: BenchBatch) -> str:
     return f"source {shares[0]:.0%}, target {shares[1]:.0%}"
 
 
-def build_models(cfg: BenchConfig) -> tuple[Transformer, TorchTransformer]:
-    return Transformer(cfg.model), TorchTransformer(cfg.model)
+def build_models(cfg: BenchConfig) -> tuple[FastTransformer, TorchTransformer]:
+    return FastTransformer(cfg.model), TorchTransformer(cfg.model)
 
 
 def loss_and_backward(model: nn.Module, batch: BenchBatch, *masks) -> None:
