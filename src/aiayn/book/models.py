@@ -1,6 +1,6 @@
 """The trained models of the book's final chapters, made once before any chapter runs.
 
-    python -m aiayn.book.models            # trains what is missing in _build/runs
+    python -m aiayn.book.models            # trains what is missing (in RUNS)
     python -m aiayn.book.models --jobs 2   # two at a time, one thread each
 
 `make models` runs this before the chapters are executed (by nbval or by the book
@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -29,16 +30,32 @@ from aiayn.train.loop import (
     train,
 )
 
-# Where the book models are kept: $AIAYN_RUNS (an absolute path: a notebook's kernel
-# runs in the notebook's folder), or the repository's _build/runs (aiayn is installed
-# from src/ in editable mode).
-RUNS = Path(
-    os.environ.get("AIAYN_RUNS")
-    or Path(__file__).resolve().parents[2] / "_build" / "runs"
-).absolute()
-# Benchmarks too slow for a build, run once and kept in the repository; chapters read
-# them.
-MEASUREMENTS = Path(__file__).resolve().parents[2] / "book" / "measurements"
+# Benchmarks too slow for a build, run once: their harnesses and results, which the
+# chapters read. They ship inside the package (pyproject.toml's package-data), so a
+# chapter finds them wherever aiayn is installed, not only in the repository.
+MEASUREMENTS = Path(__file__).resolve().parent / "measurements"
+
+
+def runs_folder(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where the book models are kept, and where ``book_model`` trains a missing one.
+
+    ``$AIAYN_RUNS`` if set (made absolute: a notebook's kernel runs in the notebook's
+    folder). Otherwise, run from the repository (aiayn installed from its ``src/`` in
+    editable mode, as ``make`` does), its ``_build/runs``, which ``make models`` fills;
+    installed from a wheel (pip, Binder, Colab), a folder of the user's cache:
+    ``$XDG_CACHE_HOME/aiayn/runs``, or ``~/.cache/aiayn/runs``.
+    """
+    if environ.get("AIAYN_RUNS"):
+        return Path(environ["AIAYN_RUNS"]).absolute()
+    package = Path(__file__).resolve().parents[1]  # src/aiayn, or site-packages/aiayn
+    repository = package.parents[1]
+    if package.parent.name == "src" and (repository / "pyproject.toml").is_file():
+        return repository / "_build" / "runs"
+    cache = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache.absolute() / "aiayn" / "runs"
+
+
+RUNS = runs_folder()
 
 
 def book_seed() -> int:

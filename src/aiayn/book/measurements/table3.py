@@ -2,8 +2,8 @@
 
 Run once, on a CPU, outside the book's build (23 CPU-minutes):
 
-    nice -n 5 .venv/bin/python book/measurements/table3.py \
-        --out book/measurements/table3_cpu.jsonl
+    nice -n 5 .venv/bin/python src/aiayn/book/measurements/table3.py \
+        --out src/aiayn/book/measurements/table3_cpu.jsonl
 
 Two processes with one torch thread each run ``run_row`` for every (row, seed); the
 results come out one line per run, in the order of ROWS and then of the seeds: row

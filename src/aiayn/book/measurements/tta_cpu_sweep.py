@@ -8,7 +8,8 @@ steps of 256 sources (as many sources at another batch size). Two runs at a time
 one thread each, so the seconds are not comparable with ``time_to_accuracy``'s; the
 steps are. The results are ``tta_cpu_sweep.jsonl`` beside this file:
 
-    PYTHONPATH=src python book/measurements/tta_cpu_sweep.py tta_cpu_sweep.jsonl \
+    M=src/aiayn/book/measurements
+    PYTHONPATH=src python $M/tta_cpu_sweep.py $M/tta_cpu_sweep.jsonl \
         [VARIANT ...]     # every variant of VARIANTS if none is named
 
 What a step of each variant costs is measured apart, on two threads and with nothing
@@ -16,8 +17,7 @@ else running: a few steps of every variant in turn, in a new order each round, e
 round's times divided by the defaults' of the same round, and the median over the
 rounds kept (``tta_cpu_step_cost.json``):
 
-    PYTHONPATH=src python book/measurements/tta_cpu_sweep.py --step-cost \
-        tta_cpu_step_cost.json
+    PYTHONPATH=src python $M/tta_cpu_sweep.py --step-cost $M/tta_cpu_step_cost.json
 """
 import json
 import multiprocessing as mp

@@ -10,7 +10,8 @@ random set of 1 to 5), another order of random draws. Each variant trains with
 with the raw and the averaged model; a run stops when either reaches 99.95%. The
 results are the four ``tta_sweep*.jsonl`` files beside this one:
 
-    PYTHONPATH=src python book/measurements/tta_sweep.py --out sweep1.jsonl \
+    M=src/aiayn/book/measurements
+    PYTHONPATH=src python $M/tta_sweep.py --out $M/tta_sweep1.jsonl \
         --jobs 16 --steps 3000 --variants base rich50 ...   # the names below
 
 The seconds in the results are not comparable between variants: 8 to 16 runs shared
