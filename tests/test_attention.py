@@ -5,14 +5,11 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-import aiayn.model.attention
 from aiayn import (
     MultiHeadAttention,
-    padding_mask,
     scaled_dot_product_attention,
     subsequent_mask,
 )
-from aiayn.model.attention import short_sequence_attention
 
 
 def random_qkv(batch=2, heads=3, t=4, s=5, d_k=8, seed=0):
@@ -106,51 +103,6 @@ def test_sdpa_applies_dropout_module_to_weights():
     assert not torch.allclose(weights.sum(-1), torch.ones(2, 3, 4))
 
 
-# --- the short-sequence path: Eq. (1) with one masking
-# ------------------------------------------
-
-
-def fully_masked_query_mask():
-    mask = random_mask((2, 1, 4, 5))
-    mask[1, 0, 2] = False  # query 2 of example 1 may attend to nothing
-    return mask
-
-
-@pytest.mark.parametrize(
-    "mask",
-    [
-        None,
-        random_mask((2, 1, 4, 5)),
-        torch.ones(1, 1, 4, 5, dtype=torch.bool).tril(1),  # causal, one key ahead
-        fully_masked_query_mask(),
-    ],
-    ids=["none", "random", "causal", "a query without keys"],
-)
-def test_short_sequence_attention_is_eq1_forward_and_backward(mask):
-    inputs = [x.requires_grad_() for x in random_qkv()]
-    copies = [x.detach().clone().requires_grad_() for x in inputs]
-    short = short_sequence_attention(*inputs, mask)
-    explicit, _ = scaled_dot_product_attention(*copies, mask)
-    assert_close(short, explicit)
-    grad = torch.randn_like(short)
-    short.backward(grad)
-    explicit.backward(grad)
-    for ours, theirs in zip(inputs, copies, strict=True):
-        assert_close(ours.grad, theirs.grad)
-    if mask is not None and not mask.any(-1).all():  # zeros, not NaN or a mean
-        assert (short[1, :, 2] == 0).all()
-
-
-def test_short_sequence_attention_applies_dropout_module_to_weights():
-    q, k, v = random_qkv()
-    torch.manual_seed(0)
-    dropped = short_sequence_attention(q, k, v, dropout=torch.nn.Dropout(0.5))
-    torch.manual_seed(0)
-    _, weights = scaled_dot_product_attention(q, k, v, dropout=torch.nn.Dropout(0.5))
-    assert (weights == 0).any()
-    assert_close(dropped, weights @ v)  # the same mask from the same generator
-
-
 # --- multi-head attention
 # --------------------------------------------------------------
 
@@ -212,85 +164,13 @@ def test_mha_equals_loop_over_heads(need_weights):
     )
 
 
-@pytest.fixture(params=["fused kernel", "short-sequence path"])
-def fast_path(request, monkeypatch):
-    """MultiHeadAttention's path without weights, on the CPU: the fused kernel (no
-    sequence counts as short) or, for at most SHORT_SEQUENCE keys, the short path."""
-    if request.param == "fused kernel":
-        monkeypatch.setattr(aiayn.model.attention, "SHORT_SEQUENCE", 0)
-    return request.param
-
-
-def test_mha_takes_the_short_path_on_a_cpu_for_short_sequences_only(monkeypatch):
-    fused_calls = []
-    fused = F.scaled_dot_product_attention
-
-    def counted(*args, **kwargs):
-        fused_calls.append(args[1].size(-2))  # the number of keys
-        return fused(*args, **kwargs)
-
-    monkeypatch.setattr(F, "scaled_dot_product_attention", counted)
-    mha = make_mha()
-    short = aiayn.model.attention.SHORT_SEQUENCE
-    long = short + 1
-    for length in (1, short, long):
-        x = torch.randn(2, length, 16)
-        mha(x, x, x)
-    assert fused_calls == [long]
-
-
-def test_mha_fast_and_explicit_paths_agree(fast_path):
-    mha = make_mha()
-    x = torch.randn(3, 6, 16)
-    mask = padding_mask(
-        torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0], [1] * 6]), 0
-    )
-    mask = mask & subsequent_mask(6)  # (B, 6, 6)
-    fast = mha(x, x, x, mask)
-    explicit, weights = mha(x, x, x, mask, need_weights=True)
-    assert_close(fast, explicit)
-    assert weights.shape == (3, 4, 6, 6)
-    assert not any(isinstance(v, torch.Tensor) for v in vars(mha).values())
-
-
-def test_mha_project_then_attend_is_forward():
-    """The halves a key/value cache uses: project (or its parts), then attend."""
-    mha = make_mha(d_k=3, d_v=5)
-    x, memory = torch.randn(2, 3, 16), torch.randn(2, 6, 16)
-    q, k, v = mha.project(x, memory, memory)
-    assert (q.shape, k.shape, v.shape) == ((2, 4, 3, 3), (2, 4, 6, 3), (2, 4, 6, 5))
-    assert_close(mha.project_query(x), q)
-    assert_close(
-        torch.cat(mha.project_key_value(memory, memory), -1), torch.cat([k, v], -1)
-    )
-    assert_close(mha.attend(q, k, v), mha(x, memory, memory))
-    q, k, v = mha.project(x, x, x)  # one product for all three
-    assert_close(q, mha.project_query(x))
-    assert_close(mha.project_key_value(x, x.clone())[1], v)
-
-
-def test_mha_fast_path_gradients_equal_the_explicit_path(fast_path):
-    mha = make_mha()
-    x = torch.randn(3, 6, 16)
-    tokens = torch.tensor([[1, 1, 1, 0, 0, 0], [1] * 6, [1, 1, 1, 1, 1, 0]])
-    mask = padding_mask(tokens, 0)  # (B, 1, 6)
-    gradients = []
-    for need_weights in (False, True):
-        mha.zero_grad()
-        out = mha(x, x, x, mask, need_weights=need_weights)
-        (out[0] if need_weights else out).square().sum().backward()
-        gradients.append([p.grad.clone() for p in mha.parameters()])
-    for fast, explicit in zip(*gradients, strict=True):
-        assert_close(fast, explicit)
-
-
-def test_mha_fully_masked_row_no_nan_in_either_path(fast_path):
+def test_mha_fully_masked_row_gives_zero_heads_not_nan():
     mha = make_mha()
     x = torch.randn(2, 4, 16)
     mask = torch.ones(2, 4, 4, dtype=torch.bool)
     mask[1, 2] = False
-    for out in (mha(x, x, x, mask), mha(x, x, x, mask, need_weights=True)[0]):
-        assert not out.isnan().any()
+    out, weights = mha(x, x, x, mask, need_weights=True)
+    assert not out.isnan().any() and (weights[1, :, 2] == 0).all()
     # with every key masked the head outputs are zero, leaving only the output bias
     assert_close(out[1, 2], mha.out_proj.bias)
 
@@ -313,10 +193,3 @@ def test_mha_rejects_float_mask_and_bad_shape():
         mha(x, x, x, torch.ones(2, 1, 3))
     with pytest.raises(ValueError, match=r"mask of shape \(2, 1, 4\).*\(2, 3, 3\)"):
         mha(x, x, x, torch.ones(2, 1, 4, dtype=torch.bool))
-
-
-def test_mha_without_bias():
-    mha = make_mha(bias=False)
-    assert mha.in_proj.bias is None and mha.out_proj.bias is None
-    x, memory = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
-    assert mha(x, memory, memory).shape == (2, 3, 16)

@@ -6,6 +6,7 @@ from torch.testing import assert_close
 
 from aiayn import DecoderCache, Transformer, TransformerConfig
 from aiayn.decoding import greedy_decode, next_token_logits
+from aiayn.fast.transformer import decode
 from aiayn.model.embeddings import LearnedPositionalEmbedding, PositionalEncoding
 from aiayn.model.masks import padding_mask
 from aiayn.tools.bench_decoding import decode_times
@@ -57,7 +58,8 @@ def step_logits(model, src, use_cache, steps):
     tokens = torch.full((src.size(0), 1), BOS)
     logits = []
     for _ in range(steps):
-        logits.append(next_token_logits(model, memory, src_mask, tokens, cache))
+        step, cache = next_token_logits(model, memory, src_mask, tokens, cache)
+        logits.append(step)
         tokens = torch.cat([tokens, logits[-1].argmax(-1, keepdim=True)], dim=1)
     return torch.stack(logits, dim=1), tokens
 
@@ -112,8 +114,9 @@ def test_cache_fills_layer_by_layer_and_grows_one_position_a_step():
     tokens = torch.full((src.size(0), 1), BOS)
     with torch.no_grad():
         for t in range(1, 4):
-            next_token_logits(model, memory, src_mask, tokens, cache)
-            assert cache.length == t
+            before = cache
+            _, cache = next_token_logits(model, memory, src_mask, tokens, cache)
+            assert cache.length == t and before.length == t - 1  # a new cache
             tokens = torch.cat([tokens, tokens[:, -1:]], dim=1)
     assert len(cache.layers) == 3
     for layer in cache.layers:
@@ -131,12 +134,10 @@ def test_several_new_tokens_at_once_equal_one_at_a_time():
     with torch.no_grad():
         memory = model.encode(src, src_mask)
         whole = model.decode(memory, src_mask, tgt)
-        cache = DecoderCache()
-        parts = [
-            model.decode(memory, src_mask, tgt[:, :3], cache=cache),
-            model.decode(memory, src_mask, tgt[:, 3:4], cache=cache),
-            model.decode(memory, src_mask, tgt[:, 4:], cache=cache),
-        ]
+        cache, parts = DecoderCache(), []
+        for new in (tgt[:, :3], tgt[:, 3:4], tgt[:, 4:]):
+            part, cache = decode(model, memory, src_mask, new, cache=cache)
+            parts.append(part)
     assert_close(torch.cat(parts, dim=1), whole)
 
 
@@ -150,14 +151,13 @@ def test_select_reorders_the_cache_like_reordered_prefixes(name):
     rows = torch.tensor([3, 3, 0, 5, 1, 1, 1])  # repeats, drops 2 and 4
     with torch.no_grad():
         memory = model.encode(src, src_mask)
-        cache = DecoderCache()
-        next_token_logits(model, memory, src_mask, prefix, cache)
+        _, cache = next_token_logits(model, memory, src_mask, prefix, DecoderCache())
         cache = cache.select(rows)
         assert cache.length == 4
         longer = torch.cat([prefix[rows], torch.randint(3, VOCAB, (7, 1))], dim=1)
         memory, src_mask = memory[rows], src_mask[rows]
-        cached = next_token_logits(model, memory, src_mask, longer, cache)
-        recomputed = next_token_logits(model, memory, src_mask, longer)
+        cached, _ = next_token_logits(model, memory, src_mask, longer, cache)
+        recomputed, _ = next_token_logits(model, memory, src_mask, longer)
     assert_close(cached, recomputed)
 
 
@@ -180,8 +180,8 @@ def test_cache_on_a_cpu_keeps_gradients_out():
     src_mask = padding_mask(src, PAD)
     with torch.no_grad():
         memory = model.encode(src, src_mask)
-        cache = DecoderCache()
-        next_token_logits(model, memory, src_mask, torch.full((6, 1), BOS), cache)
+        first = torch.full((6, 1), BOS)
+        _, cache = next_token_logits(model, memory, src_mask, first, DecoderCache())
     assert not cache.layers[0].keys.requires_grad
 
 

@@ -55,7 +55,10 @@ def test_encoder_layer_matches_pytorch(norm_first):
         D_MODEL, NHEAD, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
     ).eval()
     ours = load_encoder_layer(
-        EncoderLayer(D_MODEL, NHEAD, D_FF, 0.0, norm_first), theirs
+        EncoderLayer(
+            D_MODEL, NHEAD, dim_feedforward=D_FF, dropout=0.0, norm_first=norm_first
+        ),
+        theirs,
     ).eval()
     x = torch.randn(3, 5, D_MODEL)
     mask = padding_mask(SRC, 0)
@@ -72,7 +75,10 @@ def test_decoder_layer_matches_pytorch(norm_first):
         D_MODEL, NHEAD, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
     ).eval()
     ours = load_decoder_layer(
-        DecoderLayer(D_MODEL, NHEAD, D_FF, 0.0, norm_first), theirs
+        DecoderLayer(
+            D_MODEL, NHEAD, dim_feedforward=D_FF, dropout=0.0, norm_first=norm_first
+        ),
+        theirs,
     ).eval()
     x, memory = torch.randn(3, 4, D_MODEL), torch.randn(3, 5, D_MODEL)
     src_mask, tgt_mask = padding_mask(SRC, 0), target_mask(TGT, 0)
@@ -98,8 +104,12 @@ def test_stacks_match_pytorch(norm_first):
         encoder_layer, 2, norm=final_norm, enable_nested_tensor=False
     ).eval()
     their_decoder = nn.TransformerDecoder(decoder_layer, 2, norm=final_norm).eval()
-    encoder = Encoder(D_MODEL, NHEAD, 2, D_FF, 0.0, norm_first).eval()
-    decoder = Decoder(D_MODEL, NHEAD, 2, D_FF, 0.0, norm_first).eval()
+    encoder = Encoder(
+        D_MODEL, NHEAD, 2, dim_feedforward=D_FF, dropout=0.0, norm_first=norm_first
+    ).eval()
+    decoder = Decoder(
+        D_MODEL, NHEAD, 2, dim_feedforward=D_FF, dropout=0.0, norm_first=norm_first
+    ).eval()
     for ours, theirs in zip(encoder.layers, their_encoder.layers, strict=True):
         load_encoder_layer(ours, theirs)
     for ours, theirs in zip(decoder.layers, their_decoder.layers, strict=True):
@@ -132,19 +142,21 @@ def test_interop_refuses_mismatched_layers():
         D_MODEL, NHEAD, D_FF, batch_first=True, norm_first=True
     )
     with pytest.raises(ValueError, match="norm_first"):
-        load_encoder_layer(EncoderLayer(D_MODEL, NHEAD, D_FF), theirs)
+        load_encoder_layer(EncoderLayer(D_MODEL, NHEAD, dim_feedforward=D_FF), theirs)
     theirs = nn.TransformerDecoderLayer(
         D_MODEL, NHEAD, D_FF, batch_first=True, activation="gelu"
     )
     with pytest.raises(ValueError, match="activation"):
-        load_decoder_layer(DecoderLayer(D_MODEL, NHEAD, D_FF), theirs)
+        load_decoder_layer(DecoderLayer(D_MODEL, NHEAD, dim_feedforward=D_FF), theirs)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_is_causal(norm_first):
     """Changing the target at position t leaves every output before t unchanged."""
     torch.manual_seed(0)
-    decoder = Decoder(D_MODEL, NHEAD, 2, D_FF, 0.0, norm_first).eval()
+    decoder = Decoder(
+        D_MODEL, NHEAD, 2, dim_feedforward=D_FF, dropout=0.0, norm_first=norm_first
+    ).eval()
     x, memory = torch.randn(2, 6, D_MODEL), torch.randn(2, 5, D_MODEL)
     before = decoder(x, memory, None, subsequent_mask(6))
     for t in range(6):
@@ -158,7 +170,7 @@ def test_decoder_is_causal(norm_first):
 def test_encoder_padding_invariance():
     """Appending padding (masked out) leaves the real positions' outputs unchanged."""
     torch.manual_seed(0)
-    encoder = Encoder(D_MODEL, NHEAD, 2, D_FF, 0.0).eval()
+    encoder = Encoder(D_MODEL, NHEAD, 2, dim_feedforward=D_FF, dropout=0.0).eval()
     x = torch.randn(2, 4, D_MODEL)
     # 3 positions of "padding"
     padded = torch.cat([x, torch.randn(2, 3, D_MODEL)], dim=1)

@@ -1,4 +1,4 @@
-"""The packed training forward equals the taught one; the cheaper dropout mask."""
+"""The packed training forward equals the reference one; the cheaper dropout mask."""
 
 import pytest
 import torch
@@ -6,9 +6,9 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from aiayn import Transformer, padding_mask, target_mask
-from aiayn.fast.dropout import MASK_BITS, Dropout, random_bits
+from aiayn.fast.dropout import MASK_BITS, dropout, random_bits
 from aiayn.fast.packing import Packing
-from aiayn.model.transformer import packs
+from aiayn.fast.transformer import FastTransformer, packs
 
 PAD = 0
 SMALL = dict(
@@ -53,23 +53,22 @@ def loss_and_grads(model, logits, tgt_out):
         ([7, 0, 5, 2], [6, 4, 0, 1]),  # an all-padding source, an all-padding target
     ],
 )
-def test_packed_forward_equals_the_taught_one(name, src_lengths, tgt_lengths):
+def test_packed_forward_equals_the_reference_one(name, src_lengths, tgt_lengths):
     """Same logits at the real positions, 0 at the padding; same loss and gradients."""
     fields = SMALL | CONFIGS[name]
     torch.manual_seed(0)
-    model = Transformer(**fields).train()
+    model = FastTransformer(**fields).train()
     src, tgt_in, tgt_out, src_mask, tgt_mask = batch(
         src_lengths, tgt_lengths, fields["tgt_vocab"]
     )
     assert packs(src, tgt_in, src_mask, tgt_mask)
     packed = model(src, tgt_in, src_mask, tgt_mask)  # training mode, CPU: packed
-    memory = model.encode(src, src_mask)
-    taught = model.output_projection(model.decode(memory, src_mask, tgt_in, tgt_mask))
+    reference = Transformer.forward(model, src, tgt_in, src_mask, tgt_mask)  # reference
     real = tgt_in != PAD
-    assert_close(packed[real], taught[real])
+    assert_close(packed[real], reference[real])
     assert (packed[~real] == 0).all()
     packed_loss, packed_grads = loss_and_grads(model, packed, tgt_out)
-    taught_loss, taught_grads = loss_and_grads(model, taught, tgt_out)
+    taught_loss, taught_grads = loss_and_grads(model, reference, tgt_out)
     assert_close(packed_loss, taught_loss)
     for name, grad in taught_grads.items():
         if grad is None:  # a parameter the batch does not reach
@@ -80,13 +79,13 @@ def test_packed_forward_equals_the_taught_one(name, src_lengths, tgt_lengths):
 
 def test_a_batch_of_padding_only():
     torch.manual_seed(0)
-    model = Transformer(**SMALL).train()
+    model = FastTransformer(**SMALL).train()
     src, tgt_in, _, src_mask, tgt_mask = batch([0, 0], [0, 0])
     logits = model(src, tgt_in, src_mask, tgt_mask)
     assert logits.shape == (2, 5, 11) and (logits == 0).all()
 
 
-def test_eval_mode_and_other_masks_take_the_taught_path():
+def test_eval_mode_and_other_masks_do_not_pack():
     """Packing needs training mode, a CPU and one mask per sequence on both sides."""
     src, tgt_in, _, src_mask, tgt_mask = batch([7, 3], [6, 2])
     assert packs(src, tgt_in, src_mask, tgt_mask)
@@ -96,7 +95,7 @@ def test_eval_mode_and_other_masks_take_the_taught_path():
     meta = [x.to("meta") for x in (src, tgt_in, src_mask, tgt_mask)]
     assert not packs(*meta)  # any device but the CPU: no host-device sync
     torch.manual_seed(0)
-    model = Transformer(**SMALL).eval()
+    model = FastTransformer(**SMALL).eval()
     logits = model(src, tgt_in, src_mask, tgt_mask)
     assert (logits[tgt_in == PAD] != 0).all()  # every position computed
 
@@ -128,9 +127,8 @@ def test_random_bits_are_uniform_15_bit_integers():
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
 def test_dropout_drops_at_rate_p_and_keeps_the_mean(p):
     torch.manual_seed(0)
-    dropout = Dropout(p)
     x = torch.ones(2000, 1000)
-    y = dropout(x)
+    y = dropout(x, p, training=True)
     rounded = round(p * 2**MASK_BITS) / 2**MASK_BITS
     assert abs(rounded - p) <= 2 ** -(MASK_BITS + 1)
     assert abs((y == 0).float().mean() - p) < 0.002
@@ -141,18 +139,20 @@ def test_dropout_drops_at_rate_p_and_keeps_the_mean(p):
 def test_dropout_gradient_uses_the_same_mask():
     torch.manual_seed(0)
     x = torch.randn(300, 40, requires_grad=True)
-    y = Dropout(0.25)(x)
+    y = dropout(x, 0.25, training=True)
     y.sum().backward()
     assert_close(x.grad, (y != 0).float() / (1 - round(0.25 * 2**15) / 2**15))
 
 
-def test_dropout_is_nn_dropout_in_eval_and_at_p_0_and_1():
+def test_dropout_is_f_dropout_in_eval_and_at_p_0_and_1():
     x = torch.randn(50, 20)
-    assert torch.equal(Dropout(0.3).eval()(x), x)
-    assert torch.equal(Dropout(0.0)(x), x)
-    assert (Dropout(1.0)(x) == 0).all()
-    assert (Dropout(1 - 2**-17)(x) == 0).all()  # rounds to 1: nn.Dropout's own mask
+    assert torch.equal(dropout(x, 0.3, training=False), x)
+    assert torch.equal(dropout(x, 0.0, training=True), x)
+    assert (dropout(x, 1.0, training=True) == 0).all()
+    # rounds to 1: F.dropout's own mask
+    assert (dropout(x, 1 - 2**-17, training=True) == 0).all()
     torch.manual_seed(3)
-    first = Dropout(0.3)(x)
+    first = dropout(x, 0.3, training=True)
     torch.manual_seed(3)
-    assert torch.equal(Dropout(0.3)(x), first)  # seeded like the rest of torch
+    # seeded like the rest of torch
+    assert torch.equal(dropout(x, 0.3, training=True), first)

@@ -4,16 +4,15 @@ Every decoding strategy needs the same step: given the encoder's memory and the 
 produced so far, the scores of the next token. ``next_token_logits`` is that step;
 ``greedy_decode`` picks the best token at each step; ``beam_search`` (§6.1) calls the
 same step on the k best prefixes of each source. With a key/value cache
-(aiayn.fast.cache) a step runs the decoder on the newest token only. Every step runs
-the fast forms of the model's encoder and decoder (aiayn.fast.transformer), which
-compute the reference's functions, on a reference Transformer too.
+(aiayn.fast.cache) a step runs the decoder on the newest token only, with the fast
+form of the model's decoder (aiayn.fast.transformer), on any Transformer's weights.
 """
 
 import torch
 from torch import Tensor
 
+from aiayn.fast import transformer as fast
 from aiayn.fast.cache import DecoderCache
-from aiayn.fast.transformer import decode, encode
 from aiayn.model.masks import padding_mask
 from aiayn.model.transformer import Transformer
 
@@ -29,12 +28,14 @@ def next_token_logits(
 
     Without a cache the decoder runs over the whole prefix. With one it runs over the
     positions the cache does not hold yet (the newest token, in a decoding loop), and
-    the cache returned holds them too (None without one).
+    the cache returned holds them too (None without one). Without a cache, ``model``
+    may be anything with ``decode`` and ``output_projection``, as a Transformer.
     """
-    if cache is not None:
-        prefix = prefix[:, cache.length :]  # the others are cached
-    # (B, T, d_model), causal by default
-    hidden, cache = decode(model, memory, src_mask, prefix, cache=cache)
+    if cache is None:  # (B, t, d_model), causal by default
+        hidden = model.decode(memory, src_mask, prefix)
+    else:  # (B, 1, d_model): the others are cached
+        new = prefix[:, cache.length :]
+        hidden, cache = fast.decode(model, memory, src_mask, new, cache=cache)
     # only the last position predicts what's next
     return model.output_projection(hidden[:, -1]), cache
 
@@ -58,7 +59,7 @@ def greedy_decode(
     """
     src_mask = padding_mask(src, pad_id)  # (B, 1, S)
     # (B, S, d_model): computed once, reused every step
-    memory = encode(model, src, src_mask)
+    memory = model.encode(src, src_mask)
     cache = DecoderCache() if use_cache else None
     tokens = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
     finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
@@ -195,7 +196,7 @@ def beam_search(
         limit = torch.full((batch,), max_len, device=device)
     src_mask = padding_mask(src, pad_id)  # (B, 1, S)
     # (B·k, S, d_model): encoded once, a copy per beam
-    memory = encode(model, src, src_mask).repeat_interleave(k, dim=0)
+    memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)
     src_mask = src_mask.repeat_interleave(k, dim=0)  # (B·k, 1, S)
     prefix = torch.full((batch * k, 1), bos_id, device=device)  # (B·k, 1)
     cache = DecoderCache() if use_cache else None

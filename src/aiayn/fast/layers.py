@@ -63,9 +63,9 @@ def encoder_layer(
         return attend(layer.self_attn, *heads, mask, kernels, packing)
 
     x = residual(layer.self_attn_residual, x, self_attention)
-    return residual(layer.feed_forward_residual, x, lambda y: feed_forward(
-        layer.feed_forward, y
-    ))
+    return residual(
+        layer.feed_forward_residual, x, lambda y: feed_forward(layer.feed_forward, y)
+    )
 
 
 def decoder_layer(
@@ -105,9 +105,9 @@ def decoder_layer(
 
     x = residual(layer.self_attn_residual, x, self_attention)
     x = residual(layer.cross_attn_residual, x, cross_attention)
-    x = residual(layer.feed_forward_residual, x, lambda y: feed_forward(
-        layer.feed_forward, y
-    ))
+    x = residual(
+        layer.feed_forward_residual, x, lambda y: feed_forward(layer.feed_forward, y)
+    )
     return x, new_cache
 
 

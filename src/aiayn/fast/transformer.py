@@ -104,11 +104,10 @@ def packed_forward(
 class FastTransformer(Transformer):
     """The Transformer of ``config`` (or keywords, as Transformer), computed fast.
 
-    ``kernels`` chooses the attention kernels and whether training packs
-    (aiayn.fast.attention.Kernels); ``model.kernels = Kernels(short_sequence=0)``
-    changes them. Only ``forward`` differs from the reference's: ``encode``,
-    ``decode`` and ``attention_maps`` are the reference's, and ``encode``/``decode``
-    of this module their fast forms.
+    ``encode``, ``decode`` and ``forward`` compute the reference's functions with the
+    fast paths; ``attention_maps`` is the reference's. ``kernels`` chooses the
+    attention kernels and whether training packs (aiayn.fast.attention.Kernels);
+    ``model.kernels = Kernels(short_sequence=0)`` changes them.
     """
 
     def __init__(
@@ -120,6 +119,18 @@ class FastTransformer(Transformer):
         super().__init__(config, **fields)
         self.kernels = kernels
 
+    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        return encode(self, src, src_mask, self.kernels)
+
+    def decode(
+        self,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        tgt: Tensor,
+        tgt_mask: Tensor | None = None,
+    ) -> Tensor:
+        return decode(self, memory, src_mask, tgt, tgt_mask, kernels=self.kernels)[0]
+
     def forward(
         self,
         src: Tensor,
@@ -129,9 +140,8 @@ class FastTransformer(Transformer):
     ) -> Tensor:
         if self.training and self.kernels.pack and packs(src, tgt, src_mask, tgt_mask):
             return packed_forward(self, src, tgt, (src_mask, tgt_mask), self.kernels)
-        memory = encode(self, src, src_mask, self.kernels)  # (B, S, d_model)
-        hidden, _ = decode(self, memory, src_mask, tgt, tgt_mask, kernels=self.kernels)
-        return self.output_projection(hidden)  # (B, T, V)
+        memory = self.encode(src, src_mask)  # (B, S, d_model)
+        return self.output_projection(self.decode(memory, src_mask, tgt, tgt_mask))
 
 
 def packs(

@@ -29,20 +29,20 @@ def load_multihead_attention(
     ours: MultiHeadAttention, theirs: nn.MultiheadAttention
 ) -> MultiHeadAttention:
     """Copy nn.MultiheadAttention's weights into ours (same [W^Q; W^K; W^V] layout)."""
-    if (ours.d_model, ours.nhead) != (theirs.embed_dim, theirs.num_heads):
+    d_model = ours.out_proj.out_features
+    if (d_model, ours.nhead) != (theirs.embed_dim, theirs.num_heads):
         raise ValueError(
-            f"shape mismatch: ours has d_model={ours.d_model}, nhead={ours.nhead}; "
+            f"shape mismatch: ours has d_model={d_model}, nhead={ours.nhead}; "
             f"theirs has embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}"
         )
-    if not theirs._qkv_same_embed_dim:
+    if not theirs._qkv_same_embed_dim or theirs.in_proj_bias is None:
         raise ValueError(
-            "theirs must use one in_proj_weight (kdim == vdim == embed_dim)"
+            "theirs must use one in_proj_weight (kdim == vdim == embed_dim) and biases"
         )
     ours.in_proj.weight.copy_(theirs.in_proj_weight)
     ours.out_proj.weight.copy_(theirs.out_proj.weight)
-    if ours.in_proj.bias is not None:
-        ours.in_proj.bias.copy_(theirs.in_proj_bias)
-        ours.out_proj.bias.copy_(theirs.out_proj.bias)
+    ours.in_proj.bias.copy_(theirs.in_proj_bias)
+    ours.out_proj.bias.copy_(theirs.out_proj.bias)
     return ours
 
 

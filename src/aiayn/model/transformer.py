@@ -170,8 +170,13 @@ class Transformer(nn.Module):
         hooks = []
         for attention, kind in attentions:
             hooks += weights_recorded(attention, maps[kind])
-        try:
-            self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
+        if tgt_mask is None:  # as decode: no looking ahead
+            tgt_mask = subsequent_mask(tgt.size(1), device=tgt.device)
+        try:  # the reference stacks, in a FastTransformer too
+            memory = self.encoder(self.positional(self.src_embed(src)), src_mask)
+            self.decoder(
+                self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask
+            )
         finally:
             for hook in hooks:
                 hook.remove()
