@@ -125,7 +125,7 @@ def read_imports(src: Path) -> list[Import]:
         reader = ImportReader(name, is_package, modules, path.relative_to(src.parent))
         reader.visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
         imports += reader.imports
-    return imports
+    return list(dict.fromkeys(imports))  # `from m import a, b`: one import of m
 
 
 def layer(module: str) -> int:
