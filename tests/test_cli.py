@@ -21,7 +21,7 @@ import torch
 from filelock import FileLock
 
 from aiayn.cli import main
-from aiayn.train.loop import load_checkpoint
+from aiayn.train.checkpoints import load_checkpoint
 
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}  # two processes may share two cores
 TINY_RUN = [

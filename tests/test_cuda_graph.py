@@ -10,13 +10,10 @@ import pytest
 import torch
 
 from aiayn.tasks import get_task, make_batch
-from aiayn.train.loop import (
-    TrainConfig,
-    load_checkpoint,
-    new_run,
-    save_checkpoint,
-    train_step,
-)
+from aiayn.train.checkpoints import load_checkpoint, save_checkpoint
+from aiayn.train.config import TrainConfig
+from aiayn.train.loop import train_step
+from aiayn.train.state import new_run
 
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA device")

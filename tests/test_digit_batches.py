@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from aiayn.tasks import TASK_NAMES, get_task, make_batch
-from aiayn.tasks.digit_batches import RULES, drawn_as_numbers
-from aiayn.train.loop import training_batch, training_sources
+from aiayn.tasks.digits import DigitTask, reverse_repeats
+from aiayn.tasks.training_data import training_batch, training_sources
 
 DIGIT_TASKS = ["reverse-repeats", "copy", "reverse"]
 
@@ -33,8 +33,15 @@ def test_training_batch_is_make_batch_of_training_sources(
 
 
 def test_a_task_without_a_rule_on_numbers_goes_through_text():
-    assert set(RULES) == set(DIGIT_TASKS)
-    assert not drawn_as_numbers(get_task("en-de"))
+    drawn_as_numbers = [n for n in TASK_NAMES if get_task(n).number_batch_drawer()]
+    assert drawn_as_numbers == DIGIT_TASKS
+    # a digit task of one's own, without a rule on numbers: the text path
+    own = DigitTask("reverse-repeats-again", reverse_repeats, "the same rule")
+    assert own.number_batch_drawer() is None
+    by_text, by_batch = (torch.Generator().manual_seed(0) for _ in range(2))
+    expected = make_batch(own, training_sources(own, 8, by_text, 1.0, 0.5))
+    batch = training_batch(own, 8, by_batch, 1.0, 0.5)
+    assert torch.equal(batch.tgt_out, expected.tgt_out)
     task = get_task("parse")
     by_text, by_batch = (torch.Generator().manual_seed(0) for _ in range(2))
     expected = make_batch(task, training_sources(task, 8, by_text, 1.0))

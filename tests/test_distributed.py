@@ -19,26 +19,23 @@ import torch
 import torch.multiprocessing
 
 from aiayn.cli import main
+from aiayn.tasks.training_data import training_sources
 from aiayn.train import distributed
 from aiayn.train import loop as training
-from aiayn.train.loop import (
-    TrainConfig,
-    TrainingInterrupted,
-    load_checkpoint,
-    new_run,
-    read_metrics,
-    toy_model_config,
-    train,
-    train_step,
-    training_sources,
-)
+from aiayn.train.checkpoints import load_checkpoint
+from aiayn.train.config import TrainConfig, toy_model_config
+from aiayn.train.loop import TrainingInterrupted, read_metrics, train, train_step
+from aiayn.train.state import new_run
 
 SHAPE = dict(
     d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32
 )
 # on the CPU, also where there is a GPU: two processes share no GPU
 TINY = dict(
-    model=toy_model_config("copy", **SHAPE), task="copy", eval_size=20, device="cpu"
+    model_config=toy_model_config("copy", **SHAPE),
+    task="copy",
+    eval_size=20,
+    device="cpu",
 )
 PER_PROCESS = 4  # sources per process and step: a global batch of 8
 RUN = dict(

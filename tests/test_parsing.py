@@ -27,7 +27,8 @@ from aiayn.tasks.parsing import (
     sample_tree,
     tree_words,
 )
-from aiayn.train.loop import load_checkpoint, toy_model_config
+from aiayn.train.checkpoints import load_checkpoint
+from aiayn.train.config import toy_model_config
 
 
 def small_model_config(**changes):
@@ -201,12 +202,28 @@ def test_the_command_line_trains_and_evaluates_the_parse_task_as_its_chapter(tmp
     and evaluates as the chapter does: outputs up to input + 300, bracket F1, the
     numbers the library computes."""
     out = tmp_path / "parse.pt"
-    train = ["train", "--task", "parse", "--steps", "2", "--batch-size", "4",
-             "--eval-size", "4", "--device", "cpu", "--quiet", "--out", str(out)]
+    train = [
+        "train",
+        "--task",
+        "parse",
+        "--steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--eval-size",
+        "4",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
     status, printed = run_cli(train)
     assert status == 0 and "parse: 2 steps" in printed
     state = load_checkpoint(out)
-    assert state.config.model.max_positions == LONGEST_SENTENCE + EXTRA_LENGTH + 1
+    assert (
+        state.config.model_config.max_positions == LONGEST_SENTENCE + EXTRA_LENGTH + 1
+    )
     status, printed = run_cli(["evaluate", "--checkpoint", str(out), "--n", "6"])
     assert status == 0, printed
     assert f"outputs up to input length + {EXTRA_LENGTH}" in printed

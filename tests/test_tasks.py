@@ -18,7 +18,9 @@ from aiayn.tasks import (
     held_out_split,
     make_batch,
 )
-from aiayn.train.loop import TrainConfig, new_run, toy_model_config, train_step
+from aiayn.train.config import TrainConfig, toy_model_config
+from aiayn.train.loop import train_step
+from aiayn.train.state import new_run
 
 DIGITS = DIGIT_TOKENIZER
 
@@ -190,18 +192,20 @@ def test_a_task_with_its_own_vocabularies_batches_with_its_own_special_ids(upper
 
 def test_vocabularies_of_different_sizes_give_an_untied_source_embedding(uppercase):
     config = TrainConfig(task="uppercase")
-    assert (config.model.src_vocab, config.model.tgt_vocab) == (6, 7)
+    assert (config.model_config.src_vocab, config.model_config.tgt_vocab) == (6, 7)
     model = new_run(config).model
     assert model.src_embed.embedding.weight is not model.tgt_embed.embedding.weight
     assert model.output_projection.weight is model.tgt_embed.embedding.weight
     with pytest.raises(ValueError, match="task uppercase has 6 source and 7 target"):
-        TrainConfig(task="uppercase", model=toy_model_config("copy"))
+        TrainConfig(task="uppercase", model_config=toy_model_config("copy"))
 
 
 def test_a_task_that_is_not_digits_trains_and_evaluates_end_to_end(uppercase):
     shape = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1)
     model = toy_model_config(uppercase, dim_feedforward=32, **shape)
-    config = TrainConfig(task="uppercase", model=model, batch_size=8, device="cpu")
+    config = TrainConfig(
+        task="uppercase", model_config=model, batch_size=8, device="cpu"
+    )
     state = new_run(config)
     records = [train_step(state) for _ in range(3)]
     assert all(torch.isfinite(r["loss"]) for r in records)
@@ -233,7 +237,7 @@ def test_predict_decodes_as_the_task_says(monkeypatch):
     monkeypatch.setattr(aiayn.evaluation, "beam_search", recording_beam_search)
     copy = get_task("copy")
     small = toy_model_config("copy", d_model=16, nhead=2, dim_feedforward=32)
-    model = new_run(TrainConfig(task="copy", model=small, device="cpu")).model
+    model = new_run(TrainConfig(task="copy", model_config=small, device="cpu")).model
     predict(model, copy, ["1 2 3"], beam_size=4)
     fairseq = Decoding(stop_at_k_finished=True)
     predict(model, copy, ["1 2 3"], beam_size=4, decoding=fairseq)

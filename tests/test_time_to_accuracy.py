@@ -13,11 +13,11 @@ from aiayn.tools.time_to_accuracy import (
     parse_change,
     report,
 )
-from aiayn.train.loop import TrainConfig, toy_model_config
+from aiayn.train.config import TrainConfig, toy_model_config
 
 SHAPE = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
              dim_feedforward=32)  # fmt: skip
-TINY = TrainConfig(task="copy", model=toy_model_config("copy", **SHAPE),
+TINY = TrainConfig(task="copy", model_config=toy_model_config("copy", **SHAPE),
                    batch_size=16, steps=20, snapshot_every=5, device="cpu")  # fmt: skip
 
 
@@ -54,7 +54,7 @@ def test_report_gives_each_seed_the_median_and_the_ratio_to_the_tutorial():
 def test_changes_reach_the_run_and_its_model():
     config = configured("copy", 1, 50, "cpu", {"length_power": 2.0, "d_model": 32})
     assert (config.task, config.seed, config.steps) == ("copy", 1, 50)
-    assert config.length_power == 2.0 and config.model.d_model == 32
+    assert config.length_power == 2.0 and config.model_config.d_model == 32
     with pytest.raises(ValueError, match="no such field .*'bogus'"):
         configured("copy", 0, 50, "cpu", {"bogus": 1})
 

@@ -10,28 +10,22 @@ import torch.nn.functional as F
 from aiayn.evaluation import evaluate
 from aiayn.model.transformer import TransformerConfig
 from aiayn.tasks import DIGIT_TOKENIZER, get_task, held_out_sources
-from aiayn.train.loop import (
-    FEW_DIGITS_MAX,
-    TrainConfig,
-    device_available,
-    load_checkpoint,
-    new_run,
-    read_metrics,
-    save_checkpoint,
-    toy_model_config,
-    train,
-    train_step,
-    training_sources,
-)
+from aiayn.tasks.training_data import FEW_DIGITS_MAX, training_sources
+from aiayn.train.checkpoints import load_checkpoint, save_checkpoint
+from aiayn.train.config import TrainConfig, device_available, toy_model_config
+from aiayn.train.loop import read_metrics, train, train_step
 from aiayn.train.loss import label_smoothed_loss
 from aiayn.train.schedule import learning_rate
+from aiayn.train.state import new_run
 
 PAD_ID, EOS_ID = DIGIT_TOKENIZER.pad_id, DIGIT_TOKENIZER.eos_id
 SHAPE = dict(
     d_model=32, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64
 )
 TINY = dict(
-    model=toy_model_config("reverse-repeats", **SHAPE), batch_size=16, eval_size=20
+    model_config=toy_model_config("reverse-repeats", **SHAPE),
+    batch_size=16,
+    eval_size=20,
 )
 
 
@@ -136,10 +130,22 @@ def test_checkpoint_holds_what_prediction_needs(tmp_path):
         "torch_rng",
         "data_rng",
     } <= (saved.keys())
-    assert saved["config"]["model"] == dataclasses.asdict(state.model.config)
+    assert saved["config"]["model_config"] == dataclasses.asdict(state.model.config)
     restored = load_checkpoint(tmp_path / "r.pt")
     assert restored.config == state.config
-    assert isinstance(restored.config.model, TransformerConfig)
+    assert isinstance(restored.config.model_config, TransformerConfig)
+    for name, tensor in state.model.state_dict().items():
+        assert torch.equal(restored.model.state_dict()[name], tensor)
+
+
+def test_a_checkpoint_saved_before_model_config_was_named_so_loads(tmp_path):
+    """Older checkpoints keep the model's TransformerConfig under "model"."""
+    state = train(new_run(TrainConfig(steps=2, **TINY)), tmp_path / "r.pt", False)
+    saved = torch.load(tmp_path / "r.pt", weights_only=True)
+    saved["config"]["model"] = saved["config"].pop("model_config")
+    torch.save(saved, tmp_path / "old.pt")
+    restored = load_checkpoint(tmp_path / "old.pt")
+    assert restored.config == state.config
     for name, tensor in state.model.state_dict().items():
         assert torch.equal(restored.model.state_dict()[name], tensor)
 
@@ -264,7 +270,9 @@ def test_a_checkpoint_rebuilds_the_whole_transformer_config(tmp_path):
     model = toy_model_config(
         "reverse-repeats", **SHAPE, norm_first=True, positional="learned", d_k=8
     )
-    config = TrainConfig(model=model, steps=2, eval_every=2, batch_size=4, eval_size=4)
+    config = TrainConfig(
+        model_config=model, steps=2, eval_every=2, batch_size=4, eval_size=4
+    )
     state = train(new_run(config), tmp_path / "r.pt", progress=False)
     restored = load_checkpoint(tmp_path / "r.pt")
     assert restored.model.config == model == state.model.config
@@ -274,11 +282,14 @@ def test_a_checkpoint_rebuilds_the_whole_transformer_config(tmp_path):
 def test_the_model_takes_its_vocabulary_sizes_from_the_task():
     config = TrainConfig(task="copy")
     task = get_task("copy")
-    assert config.model == toy_model_config(task)
-    assert config.model.src_vocab == len(task.src_tokenizer) == 14
-    assert config.model.max_positions == 2 * task.longest_sequence == 22
+    assert config.model_config == toy_model_config(task)
+    assert config.model_config.src_vocab == len(task.src_tokenizer) == 14
+    assert config.model_config.max_positions == 2 * task.longest_sequence == 22
     with pytest.raises(ValueError, match="tgt_vocab=10, but task copy has 14"):
-        TrainConfig(task="copy", model=dataclasses.replace(config.model, tgt_vocab=10))
+        TrainConfig(
+            task="copy",
+            model_config=dataclasses.replace(config.model_config, tgt_vocab=10),
+        )
 
 
 def test_each_concept_lives_in_its_own_module():

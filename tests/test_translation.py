@@ -19,15 +19,10 @@ from aiayn.tasks.translation import (
     token_budget_batches,
     translation_scores,
 )
-from aiayn.train.loop import (
-    TrainConfig,
-    load_checkpoint,
-    new_run,
-    save_checkpoint,
-    task_config,
-    toy_model_config,
-    train_step,
-)
+from aiayn.train.checkpoints import load_checkpoint, save_checkpoint
+from aiayn.train.config import TrainConfig, task_config, toy_model_config
+from aiayn.train.loop import train_step
+from aiayn.train.state import new_run
 
 
 def small_model_config(task):
@@ -151,7 +146,9 @@ def test_token_budget_batches_fill_the_budget_and_sort_by_length():
 
 def test_a_training_step_takes_a_budget_batch(tiny):
     model = small_model_config(tiny)
-    config = TrainConfig(task=tiny.name, model=model, max_tokens=200, device="cpu")
+    config = TrainConfig(
+        task=tiny.name, model_config=model, max_tokens=200, device="cpu"
+    )
     state = new_run(config)
     generator = torch.Generator().manual_seed(config.seed)
     expected = make_batch(tiny, tiny.budget_batch(200, generator))
@@ -168,7 +165,7 @@ def test_a_training_step_takes_a_budget_batch(tiny):
 
 def test_a_checkpoint_refuses_another_vocabulary(tiny, tmp_path, monkeypatch):
     model = small_model_config(tiny)
-    state = new_run(TrainConfig(task=tiny.name, model=model, device="cpu"))
+    state = new_run(TrainConfig(task=tiny.name, model_config=model, device="cpu"))
     save_checkpoint(state, tmp_path / "run.pt")
     assert load_checkpoint(tmp_path / "run.pt").step == 0
     other = dataclasses.replace(tiny)  # the same vocabulary, but for one merge
@@ -196,8 +193,9 @@ def test_scores_exact_match_bleu_and_chrf():
 def test_the_cli_defaults_are_the_tasks_own():
     config = task_config("en-de")
     defaults = get_task("en-de").train_defaults
-    assert config.max_tokens == defaults["max_tokens"] is not None
-    assert config.model.d_model == defaults["model"]["d_model"]
+    assert config.max_tokens == defaults.max_tokens is not None
+    assert config.steps == defaults.steps and config.lr_factor == defaults.lr_factor
+    assert config.model_config == toy_model_config("en-de")  # the toy shape
     assert task_config("reverse-repeats") == TrainConfig(task="reverse-repeats")
 
 

@@ -9,11 +9,12 @@ from torch import Tensor, nn
 from aiayn.model.embeddings import PositionalEncoding
 from aiayn.model.transformer import Transformer
 from aiayn.tasks import get_task, held_out_sources
-from aiayn.tools.time_to_accuracy import configured
-from aiayn.tools.variations import BASE, ROWS, TASK, perplexity, run_row
-from aiayn.train.loop import TrainConfig, load_checkpoint, new_run, save_checkpoint
+from aiayn.tools.variations import ROWS, perplexity, row_config, run_row
+from aiayn.train.checkpoints import load_checkpoint, save_checkpoint
+from aiayn.train.config import TrainConfig
+from aiayn.train.state import new_run
 
-TASK_OBJECT = get_task(TASK)
+TASK_OBJECT = get_task(row_config({}, 0).task)
 SOURCES = held_out_sources(TASK_OBJECT, "validation", 8)
 
 
@@ -54,8 +55,8 @@ def test_every_row_is_a_valid_change_of_the_base_run():
     groups = [group for group, _ in ROWS]
     assert groups[0] == "base" and set(groups) == {"base", "A", "B", "C", "D", "E"}
     for _, changes in ROWS:
-        config = configured(TASK, 0, 10, "cpu", BASE | changes)
-        model_fields = vars(config.model) | vars(config)
+        config = row_config(changes, 0, steps=10)
+        model_fields = vars(config.model_config) | vars(config)
         assert all(model_fields[name] == value for name, value in changes.items())
 
 
@@ -63,7 +64,7 @@ def test_heads_rows_keep_the_computation_constant():
     """Rows A: h * d_k = d_model, so the attention projections keep their size."""
 
     def attention_size(changes: dict) -> int:
-        model = Transformer(configured(TASK, 0, 1, "cpu", BASE | changes).model)
+        model = Transformer(row_config(changes, 0, steps=1).model_config)
         return sum(p.numel() for p in model.encoder.layers[0].self_attn.parameters())
 
     heads_rows = [changes for group, changes in ROWS if group == "A"]
@@ -85,14 +86,14 @@ def test_a_row_run_is_reproducible_and_reports_its_scores():
 def test_a_checkpoint_from_before_row_e_loads_with_sinusoids(tmp_path):
     """Checkpoints whose model config has no `positional` field still load."""
     config = TrainConfig(
-        model=configured(TASK, 0, 1, "cpu", {"d_model": 16, "nhead": 2}).model,
+        model_config=row_config({"d_model": 16, "nhead": 2}, 0).model_config,
         device="cpu",
     )
     path = tmp_path / "old.pt"
     save_checkpoint(new_run(config), path)
     saved = torch.load(path, weights_only=True)
-    del saved["config"]["model"]["positional"]
+    del saved["config"]["model_config"]["positional"]
     torch.save(saved, path)
     state = load_checkpoint(path)
-    assert state.config.model.positional == "sinusoidal"
+    assert state.config.model_config.positional == "sinusoidal"
     assert isinstance(state.model.positional, PositionalEncoding)

@@ -42,17 +42,10 @@ from filelock import FileLock, Timeout
 from aiayn.evaluation import evaluate, predict
 from aiayn.tasks import HELD_OUT_SEEDS, TASK_NAMES, Task, get_task, held_out_sources
 from aiayn.train import distributed
-from aiayn.train.loop import (
-    TrainConfig,
-    TrainingInterrupted,
-    TrainState,
-    VocabularyMismatch,
-    device_available,
-    load_checkpoint,
-    new_run,
-    task_config,
-    train,
-)
+from aiayn.train.checkpoints import VocabularyMismatch, load_checkpoint
+from aiayn.train.config import TrainConfig, device_available, task_config
+from aiayn.train.loop import TrainingInterrupted, train
+from aiayn.train.state import TrainState, new_run
 
 # define the run
 KEPT_ON_RESUME = (
@@ -116,8 +109,15 @@ def build_parser() -> argparse.ArgumentParser:
         "Need' on toy sequence tasks and on number-word translation (en-de, en-fr).",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    defaults = TrainConfig()
+    add_train_command(commands)
+    add_evaluate_command(commands)
+    add_predict_command(commands)
+    return parser
 
+
+def add_train_command(commands: argparse._SubParsersAction) -> None:
+    """`train`: its options default to None, so that a resumed run keeps its own."""
+    defaults = TrainConfig()
     p = commands.add_parser(
         "train",
         help="train a model on a toy task",
@@ -167,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="stop once a validation exact match reaches this fraction",
     )
+    add_run_options(p)
+    p.set_defaults(command=run_train, prog=p.prog)
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """--resume or --force for an --out that exists; --quiet."""
     existing = p.add_mutually_exclusive_group()
     existing.add_argument(
         "--resume", action="store_true", help="continue the run in --out"
@@ -175,13 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="replace the run in --out"
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(command=run_train, prog=p.prog)
 
+
+def add_evaluate_command(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "evaluate",
-        help="exact match and token accuracy of a checkpoint",
+        help="the task's scores of a checkpoint (exact match, token accuracy, ...)",
         description="Decode held-out sources (greedily, or with --beam) and report "
-        "exact match and token accuracy.",
+        "the task's scores: exact match and token accuracy, and the task's own (BLEU "
+        "and chrF for translation, labelled-bracket F1 for parsing).",
     )
     p.add_argument("--checkpoint", required=True, type=Path)
     p.add_argument(
@@ -202,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_decoding_options(p)
     p.set_defaults(command=run_evaluate, prog=p.prog)
 
+
+def add_predict_command(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "predict",
         help="predict the output for sequences",
@@ -215,7 +225,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_decoding_options(p)
     p.set_defaults(command=run_predict, prog=p.prog)
-    return parser
 
 
 def add_decoding_options(p: argparse.ArgumentParser) -> None:
@@ -532,4 +541,3 @@ def open_checkpoint(path: Path) -> TrainState:
             f"{path} is not a readable aiayn checkpoint ({reason})"
         ) from None
     return state
-

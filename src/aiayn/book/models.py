@@ -21,14 +21,11 @@ from pathlib import Path
 
 import torch
 
-from aiayn.train.loop import (
-    TrainConfig,
-    TrainState,
-    load_checkpoint,
-    new_run,
-    task_config,
-    train,
-)
+from aiayn.train.checkpoints import load_checkpoint
+from aiayn.train.config import TrainConfig
+from aiayn.train.loop import train
+from aiayn.train.presets import preset_config
+from aiayn.train.state import TrainState, new_run
 
 # Benchmarks too slow for a build, run once: their harnesses and results, which the
 # chapters read. They ship inside the package (pyproject.toml's package-data), so a
@@ -69,20 +66,10 @@ def book_seed() -> int:
 
 
 BOOK_SEED = book_seed()
-BOOK_MODELS = {  # the longest first: `--jobs` hands them out in this order
-    # the hardest toy task with the command line's defaults ("Training the toy tasks")
-    "reverse-repeats": TrainConfig(seed=BOOK_SEED),
-    # number words into French and German ("Translation in miniature"), with the
-    # command line's defaults for these tasks (their train_defaults)
-    "en-fr": task_config("en-fr", seed=BOOK_SEED),
-    "en-de": task_config("en-de", seed=BOOK_SEED),
-    # §6.3 in miniature ("English constituency parsing"): sentences of a toy grammar
-    # to their bracketed parse trees, with the task's train_defaults
-    "parse": task_config("parse", seed=BOOK_SEED),
-    # copy and reverse: one layer a side (their train_defaults)
-    "copy": task_config("copy", seed=BOOK_SEED),
-    "reverse": task_config("reverse", seed=BOOK_SEED),
-}
+# the named runs of aiayn.train.presets that are the book's models, the longest first
+# (`--jobs` hands them out in this order): each task with its own defaults
+BOOK_RUNS = ("reverse-repeats", "en-fr", "en-de", "parse", "copy", "reverse")
+BOOK_MODELS = {name: preset_config(name, seed=BOOK_SEED) for name in BOOK_RUNS}
 
 
 def load_or_train(

@@ -21,10 +21,9 @@ reversal starts there).
 
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from functools import cached_property
-from types import MappingProxyType
 
 import torch
 from torch import Tensor
@@ -115,6 +114,53 @@ class Decoding:
     stop_at_k_finished: bool = False
 
 
+@dataclass(frozen=True)
+class TrainingDefaults:
+    """A task's own training settings: changes to TrainConfig's defaults, each None
+    where the task keeps the default (``aiayn.train.config.task_config`` applies them).
+
+    The last three change the toy model's shape (``toy_model_config``).
+    """
+
+    steps: int | None = None
+    batch_size: int | None = None
+    max_tokens: int | None = None
+    length_power: float | None = None
+    uniform_length_share: float | None = None
+    few_digits_share: float | None = None
+    warmup_steps: int | None = None
+    lr_factor: float | None = None
+    snapshot_every: int | None = None
+    average_last: int | None = None
+    eval_every: int | None = None
+    eval_size: int | None = None
+    num_encoder_layers: int | None = None
+    num_decoder_layers: int | None = None
+    max_positions: int | None = None
+
+    MODEL_FIELDS = ("num_encoder_layers", "num_decoder_layers", "max_positions")
+
+    def run_changes(self) -> dict[str, object]:
+        """The TrainConfig fields the task changes, and their values."""
+        return {
+            name: value
+            for name, value in asdict(self).items()
+            if value is not None and name not in self.MODEL_FIELDS
+        }
+
+    def model_changes(self) -> dict[str, object]:
+        """The TransformerConfig fields the task changes, and their values."""
+        return {
+            name: value
+            for name, value in asdict(self).items()
+            if value is not None and name in self.MODEL_FIELDS
+        }
+
+
+# draws a training batch from (length, digits, count) groups (``source_groups``)
+NumberBatchDrawer = Callable[[list[tuple[int, int, int]], torch.Generator], "Batch"]
+
+
 class Task(ABC):
     """A source of (source, target) text pairs, with a tokenizer for each side, and
     the task's own rules: how to train on it, decode it and score it.
@@ -124,9 +170,11 @@ class Task(ABC):
     in source tokens, that ``sample`` draws. ``held_out_length`` is the length of the
     validation and test sources (None: lengths as ``sample`` draws them), and
     ``longest_sequence`` the most token ids a source or target has, end token included.
-    ``train_defaults`` are the TrainConfig fields a run of the task starts from
-    (``training.task_config``; "model": TransformerConfig fields), ``decoding`` how its
-    outputs are decoded, and ``scores`` what an evaluation reports.
+    ``train_defaults`` are the task's changes to TrainConfig's defaults
+    (``aiayn.train.config.task_config``), ``decoding`` how its outputs are decoded,
+    and ``scores`` what an evaluation reports. ``draws_few_digits``: whether
+    ``sample`` takes ``digits=k`` (sources drawn from a few digits);
+    ``draws_budget_batches``: whether ``budget_batch`` draws batches by a token budget.
     """
 
     name: str
@@ -136,8 +184,10 @@ class Task(ABC):
     source_lengths: range
     held_out_length: int | None
     longest_sequence: int
-    train_defaults: Mapping[str, object] = MappingProxyType({})
+    train_defaults: TrainingDefaults = TrainingDefaults()
     decoding: Decoding = Decoding()
+    draws_few_digits: bool = False
+    draws_budget_batches: bool = False
 
     @abstractmethod
     def target(self, source: str) -> str:
@@ -158,6 +208,17 @@ class Task(ABC):
     ) -> list[str]:
         """n sources for the held-out splits: by default drawn as ``sample`` draws."""
         return self.sample(n, generator, length=length)
+
+    def budget_batch(self, max_tokens: int, generator: torch.Generator) -> list[str]:
+        """The sources of one training batch of at most ``max_tokens`` padded tokens a
+        side (§5.1), drawn at random: only where ``draws_budget_batches``."""
+        raise ValueError(f"task {self.name} has no token-budget batches")
+
+    def number_batch_drawer(self) -> NumberBatchDrawer | None:
+        """A faster way to draw the training batch of ``source_groups``' groups, as
+        numbers rather than text (``aiayn.tasks.digit_batches``); None: the batch is
+        ``make_batch`` of ``training_sources``."""
+        return None
 
     def scores(self, sources: list[str], predictions: list[str]) -> dict[str, float]:
         """What an evaluation reports of these predictions: here exact match and token
@@ -285,4 +346,3 @@ def make_batch(task: Task, sources: list[str]) -> Batch:
         src_pad_id=source.pad_id,
         tgt_pad_id=target.pad_id,
     )
-

@@ -6,53 +6,54 @@ ids: some tens of microseconds of Python per source. That is little beside a tra
 step on a CPU, but on a GPU, once the step is one CUDA-graph replay
 (``aiayn.train.cuda_graph``), it was most of the step. Here the same draws
 (``DigitTask.sample_digits``) stay a tensor, the rules work on the whole batch of
-digits at once, and the batch is the one ``make_batch`` builds, id for id
-(``tests/test_digit_batches.py``).
+digits at once (a task's ``numbers_rule``), and the batch is the one ``make_batch``
+builds, id for id (``tests/test_digit_batches.py``).
 """
+
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from aiayn.tasks.base import Batch, Task
-from aiayn.tasks.digits import DigitTask
+from aiayn.tasks.base import Batch
 
-# symbols: the digits 0-9, X (a target's marked repeat), and PAD beyond a sequence's end
-X, PAD = 10, 11
+if TYPE_CHECKING:  # digit_batch's annotation only: aiayn.tasks.digits imports this
+    from aiayn.tasks.digits import DigitTask
+
+# symbols: the digits 0-9, X (a target's marked repeat), and PAD_SYMBOL beyond a
+# sequence's end (not a token id: ``digit_batch`` maps symbols to token ids)
+X_SYMBOL, PAD_SYMBOL = 10, 11
 
 
 def reverse_repeats_numbers(digits: Tensor, lengths: Tensor) -> Tensor:
-    """``reverse_repeats`` on (n, L) digits (PAD beyond each row's length): X for an
-    even-numbered occurrence, then each row reversed within its length."""
-    occurrences = F.one_hot(digits, PAD + 1).cumsum(dim=1)  # (n, L, symbols) so far
+    """``reverse_repeats`` on (n, L) digits (PAD_SYMBOL beyond each row's length): X
+    for an even-numbered occurrence, then each row reversed within its length."""
+    occurrences = F.one_hot(digits, PAD_SYMBOL + 1).cumsum(dim=1)  # (n, L, symbols)
     seen = occurrences.gather(2, digits[..., None]).squeeze(2)  # (n, L): this one's
-    return reversed_within(torch.where(seen % 2 == 0, X, digits), lengths)
+    return reversed_within(torch.where(seen % 2 == 0, X_SYMBOL, digits), lengths)
 
 
 def reversed_within(symbols: Tensor, lengths: Tensor) -> Tensor:
-    """Each row of (n, L) symbols reversed within its length; PAD stays beyond it."""
+    """Each row of (n, L) symbols reversed within its length; PAD_SYMBOL stays beyond
+    it."""
     positions = torch.arange(symbols.size(1))  # (L,)
     mirrored = (lengths[:, None] - 1 - positions).clamp(min=0)  # (n, L)
     reversed_rows = symbols.gather(1, mirrored)
-    return torch.where(positions < lengths[:, None], reversed_rows, PAD)
+    return torch.where(positions < lengths[:, None], reversed_rows, PAD_SYMBOL)
 
 
-RULES = {  # a digit task's rule, on (n, L) digits padded with PAD and their lengths
-    "reverse-repeats": reverse_repeats_numbers,
-    "copy": lambda digits, lengths: digits,
-    "reverse": reversed_within,
-}
-
-
-def drawn_as_numbers(task: Task) -> bool:
-    return isinstance(task, DigitTask) and task.name in RULES
+def copied(digits: Tensor, lengths: Tensor) -> Tensor:
+    """``copy`` on (n, L) digits: the digits themselves."""
+    return digits
 
 
 def digit_batch(
-    task: DigitTask, groups: list[tuple[int, int, int]], generator: torch.Generator
+    task: "DigitTask", groups: list[tuple[int, int, int]], generator: torch.Generator
 ) -> Batch:
     """The batch of ``training_sources``' sources in these (length, digits, count)
-    groups (``source_groups``), drawn as it draws them, one group after the other."""
+    groups (``source_groups``), drawn as it draws them, one group after the other;
+    the targets by the task's ``numbers_rule``."""
     tokenizer = task.src_tokenizer  # the targets' too: one vocabulary
     longest = max(length for length, _, _ in groups)
     digits = torch.cat(
@@ -60,7 +61,7 @@ def digit_batch(
             F.pad(
                 task.sample_digits(count, generator, length=length, digits=k)[0],
                 (0, longest - length),
-                value=PAD,
+                value=PAD_SYMBOL,
             )
             for length, k, count in groups
         ]
@@ -68,7 +69,7 @@ def digit_batch(
     lengths = torch.tensor(
         [length for length, _, count in groups for _ in range(count)]
     )
-    target = RULES[task.name](digits, lengths)  # (n, longest) symbols
+    target = task.numbers_rule(digits, lengths)  # (n, longest) symbols
     # symbol -> token id
     ids = torch.tensor([tokenizer.ids[s] for s in "0123456789X"] + [tokenizer.pad_id])
     bos = torch.full((len(lengths), 1), tokenizer.bos_id)  # (n, 1)

@@ -1,14 +1,20 @@
 """The toy tasks of Part II: rules from digit sequences to digit sequences."""
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import MappingProxyType
+from functools import partial
 
 import torch
 from torch import Tensor
 
-from aiayn.tasks.base import Task, Tokenizer
+from aiayn.tasks.base import NumberBatchDrawer, Task, Tokenizer, TrainingDefaults
+from aiayn.tasks.digit_batches import (
+    copied,
+    digit_batch,
+    reverse_repeats_numbers,
+    reversed_within,
+)
 
 
 def reverse_repeats(digits: list[str]) -> list[str]:
@@ -33,6 +39,9 @@ class DigitTask(Task):
     """A toy task: a rule from digit sequences to target sequences; one vocabulary.
 
     Held-out sources have every length, all equally likely, as ``sample`` draws them.
+    Half the training sources are drawn from a few digits (``draws_few_digits``). With
+    ``numbers_rule``, the rule on a batch of digits as numbers, training batches are
+    drawn without text (``aiayn.tasks.digit_batches``).
     """
 
     name: str
@@ -42,9 +51,13 @@ class DigitTask(Task):
     src_tokenizer: Tokenizer = DIGIT_TOKENIZER
     tgt_tokenizer: Tokenizer = DIGIT_TOKENIZER
     held_out_length: int | None = None
-    train_defaults: Mapping[str, object] = field(
-        default_factory=lambda: MappingProxyType({}), compare=False
+    train_defaults: TrainingDefaults = field(
+        default=TrainingDefaults(few_digits_share=0.5), compare=False
     )
+    numbers_rule: Callable[[Tensor, Tensor], Tensor] | None = field(
+        default=None, compare=False
+    )
+    draws_few_digits = True
 
     @property
     def longest_sequence(self) -> int:
@@ -55,6 +68,10 @@ class DigitTask(Task):
         """The expected output for a source, e.g. '0 1 5' -> '5 1 0' for reverse."""
         self.check_source(source)
         return " ".join(self.rule(source.split()))
+
+    def number_batch_drawer(self) -> NumberBatchDrawer | None:
+        """``digit_batch`` for this task, if it has a ``numbers_rule``."""
+        return None if self.numbers_rule is None else partial(digit_batch, self)
 
     def check_source(self, source: str) -> None:
         """Reject anything but digits 0-9, saying what."""
@@ -103,8 +120,8 @@ class DigitTask(Task):
 
 
 # Moving digits by position needs one layer a side, and half the steps.
-MOVING_DIGITS_DEFAULTS = MappingProxyType(
-    dict(model=dict(num_encoder_layers=1, num_decoder_layers=1), steps=1000)
+MOVING_DIGITS_DEFAULTS = TrainingDefaults(
+    few_digits_share=0.5, num_encoder_layers=1, num_decoder_layers=1, steps=1000
 )
 
 TASKS = {
@@ -115,18 +132,21 @@ TASKS = {
             reverse_repeats,
             "every even-numbered occurrence of a digit becomes X, then the sequence is "
             "reversed",
+            numbers_rule=reverse_repeats_numbers,
         ),
         DigitTask(
             "copy",
             lambda digits: list(digits),
             "the output is the input",
             train_defaults=MOVING_DIGITS_DEFAULTS,
+            numbers_rule=copied,
         ),
         DigitTask(
             "reverse",
             lambda digits: digits[::-1],
             "the output is the input reversed",
             train_defaults=MOVING_DIGITS_DEFAULTS,
+            numbers_rule=reversed_within,
         ),
     ]
 }

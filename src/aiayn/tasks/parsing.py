@@ -1,8 +1,8 @@
 """English constituency parsing in miniature (§6.3): a toy grammar, bracketed trees,
 labelled-bracket F1.
 
-Sentences come from a small probabilistic context-free grammar (``RULES``, with the
-words of ``LEXICON``). Their parse trees are written as bracketed sequences, as in
+Sentences come from a small probabilistic context-free grammar (``GRAMMAR``, with
+the words of ``LEXICON``). Their parse trees are written as bracketed sequences, as in
 "Grammar as a foreign language" (Vinyals, Kaiser et al., 2014): depth first, every
 constituent opened by ``(X`` and closed by ``)X``, every word replaced by its
 part-of-speech tag::
@@ -26,7 +26,6 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import torch
@@ -34,7 +33,7 @@ import torch
 if TYPE_CHECKING:  # draw_tree's annotation only: the task itself needs no matplotlib
     from matplotlib.axes import Axes
 
-from aiayn.tasks.base import Decoding, Task, Tokenizer
+from aiayn.tasks.base import Decoding, Task, Tokenizer, TrainingDefaults
 
 # A tree is (label, children); a leaf is (tag, word).
 Tree = tuple[str, tuple]
@@ -42,7 +41,7 @@ Tree = tuple[str, tuple]
 # The grammar: symbol -> [(probability, right-hand side), ...]. NPB is a base noun
 # phrase; PPI, NPI and NPBI are the instrument PP and its noun phrases, which only
 # the verb phrase takes. All noun phrases are labelled NP in a tree, all PPs PP.
-RULES: dict[str, list[tuple[float, tuple[str, ...]]]] = {
+GRAMMAR: dict[str, list[tuple[float, tuple[str, ...]]]] = {
     "S": [(1.0, ("NP", "VP"))],
     "NP": [(0.7, ("NPB",)), (0.3, ("NPB", "PP"))],
     "NPB": [(0.6, ("Det", "N")), (0.4, ("Det", "Adj", "N"))],
@@ -81,7 +80,7 @@ def inside(symbol: str, length: int) -> float:
     """P(symbol yields a sentence of ``length`` words): the inside probability."""
     if symbol in LEXICON:
         return float(length == 1)
-    return sum(p * sequence_inside(rhs, length) for p, rhs in RULES[symbol])
+    return sum(p * sequence_inside(rhs, length) for p, rhs in GRAMMAR[symbol])
 
 
 @cache
@@ -103,7 +102,7 @@ def sample_tree(symbol: str, length: int, rng: random.Random) -> Tree:
     if symbol in LEXICON:
         tag, words = LEXICON[symbol]
         return (tag, rng.choice(words))
-    rules = RULES[symbol]
+    rules = GRAMMAR[symbol]
     weights = [p * sequence_inside(rhs, length) for p, rhs in rules]
     rhs = rng.choices([rhs for _, rhs in rules], weights)[0]
     children = []
@@ -223,9 +222,9 @@ class _Reader:
 EXTRA_LENGTH = 300  # §6.3: "maximum output length to input length + 300"
 LONGEST_SENTENCE = 15  # words
 
-TRAIN_DEFAULTS = dict(
+TRAIN_DEFAULTS = TrainingDefaults(
     # positions for the longest output: the longest sentence + 300, + <s>
-    model=dict(max_positions=LONGEST_SENTENCE + EXTRA_LENGTH + 1),
+    max_positions=LONGEST_SENTENCE + EXTRA_LENGTH + 1,
     batch_size=64,
     length_power=1.0,  # a length L with probability ∝ L
     uniform_length_share=0.0,
@@ -236,7 +235,6 @@ TRAIN_DEFAULTS = dict(
     average_last=5,
     eval_every=520,
     eval_size=200,
-    target_exact_match=None,
 )
 
 
@@ -259,7 +257,7 @@ class ParseTask(Task):
     held_out_length: int | None = None  # lengths drawn as ``sample`` draws them
     # §6.3: "maximum output length to input length + 300"
     decoding = Decoding(extra_length=EXTRA_LENGTH)
-    train_defaults = MappingProxyType(TRAIN_DEFAULTS)
+    train_defaults = TRAIN_DEFAULTS
 
     @property
     def longest_sequence(self) -> int:
@@ -328,7 +326,7 @@ def _longest(symbols: tuple[str, ...], length: int) -> int:
     if first in LEXICON:
         return 1 if length == 1 else -1
     best = -1
-    for _, rhs in RULES[first]:
+    for _, rhs in GRAMMAR[first]:
         inner = _longest(rhs, length)
         collapsed = len(rhs) == 1 and rhs[0] not in LEXICON  # NP -> NPB: one NP
         if inner >= 0:

@@ -20,10 +20,8 @@ cut from that corpus by approximate length within a token budget
 import json
 import re
 import zlib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from types import MappingProxyType
 
 import torch
 from num2words import num2words
@@ -31,7 +29,7 @@ from tokenizers import Tokenizer as BPETokenizer
 from tokenizers import models, pre_tokenizers, trainers
 from torch import nn
 
-from aiayn.tasks.base import Task, Tokenizer, held_out_split
+from aiayn.tasks.base import Task, Tokenizer, TrainingDefaults, held_out_split
 
 LARGEST = 10**12 - 1  # the largest number of the tasks: 999,999,999,999
 MAX_DIGITS = len(str(LARGEST))
@@ -295,10 +293,10 @@ class NumberWordsTask(Task):
     vocab_size: int = 160
     corpus_size: int = 60_000
     held_out_length: None = None  # held-out sources are drawn as training draws them
-    # the TrainConfig fields that training.task_config starts from
-    train_defaults: Mapping[str, object] = field(
-        default_factory=lambda: MappingProxyType({}), compare=False
+    train_defaults: TrainingDefaults = field(
+        default=TrainingDefaults(), compare=False
     )
+    draws_budget_batches = True
 
     def target(self, source: str) -> str:
         """'twenty-one' -> 'einundzwanzig' (en-de)."""
@@ -553,8 +551,8 @@ def training_flops(
 # The translation chapter's training, `python -m aiayn train --task en-de`'s defaults:
 # batches of at most max_tokens padded tokens a side, the learning rate of Eq. (3)
 # halved, one evaluation of the averaged snapshots at the end.
-TRAIN_DEFAULTS = MappingProxyType(dict(
-    model=dict(d_model=64, nhead=4, num_encoder_layers=2, num_decoder_layers=2),
+# The toy model's shape (toy_model_config), unchanged.
+TRAIN_DEFAULTS = TrainingDefaults(
     max_tokens=1500,
     uniform_length_share=0.0,  # batches come from the corpus, not drawn by length
     steps=1200,
@@ -565,8 +563,7 @@ TRAIN_DEFAULTS = MappingProxyType(dict(
     average_last=5,
     eval_every=1200,
     eval_size=300,
-    target_exact_match=None,
-))
+)
 
 TASKS = {
     task.name: task

@@ -6,9 +6,9 @@
     torchrun --standalone --nproc_per_node=2 -m aiayn.tools.bench_distributed \\
         --device cpu --global-batch 64        # the same global batch, split in two
 
-Every process runs the training loop's work of a step: ``train_step`` on its own
-batch of the toy configuration (``TrainConfig()``) and the loop's agreement on
-signals. After ``--warmup`` steps, ``--steps`` steps are timed between two barriers;
+Every process runs the training loop, ``train``, on its own batch of the toy
+configuration (``TrainConfig()``), without validation. After ``--warmup`` steps,
+``--steps`` steps are timed between two barriers (a hook of ``train``);
 rank 0 prints one line: processes, backend, threads per process, the batch per
 process and the global batch, milliseconds per step and sequences (sources) per
 second of the global batch.
@@ -25,29 +25,30 @@ import torch
 import torch.distributed as dist
 
 from aiayn.train import distributed
-from aiayn.train.loop import TrainConfig, new_run, train_step
+from aiayn.train.config import TrainConfig
+from aiayn.train.loop import train
+from aiayn.train.state import TrainState, new_run
 
 
 def step_seconds(config: TrainConfig, steps: int, warmup: int) -> float:
-    """Wall-clock seconds per step of ``train_step`` on every process, as ``train``
-    runs it (with its agreement on signals), after ``warmup`` untimed steps."""
+    """Wall-clock seconds per step of ``train`` on every process, after ``warmup``
+    untimed steps."""
+    marks: dict[int, float] = {}  # step -> when every process had done it
 
-    def wait_for_everyone() -> None:
-        if config.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        if distributed.in_process_group():
-            dist.barrier()
+    def mark(state: TrainState) -> bool:
+        if state.step in (warmup, warmup + steps):
+            if config.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            if distributed.in_process_group():
+                dist.barrier()
+            marks[state.step] = time.perf_counter()
+        return False
 
-    state = new_run(config)
-    for _ in range(warmup):
-        train_step(state)
-    wait_for_everyone()
-    started = time.perf_counter()
-    for _ in range(steps):
-        train_step(state)
-        distributed.agreed_signal([])
-    wait_for_everyone()
-    return (time.perf_counter() - started) / steps
+    state = new_run(dataclasses.replace(config, steps=warmup + steps))
+    if warmup == 0:
+        mark(state)
+    train(state, progress=False, validate=False, hook=mark)
+    return (marks[warmup + steps] - marks[warmup]) / steps
 
 
 def throughput_cli() -> None:

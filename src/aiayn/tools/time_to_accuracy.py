@@ -5,8 +5,9 @@
     python -m aiayn.tools.time_to_accuracy --set length_power=2 \\
         --set num_encoder_layers=3
 
-Each seed trains ``TrainConfig``'s defaults (with that seed, and the fields given with
-``--set``, of the run or of its model) and, every ``--every`` steps, greedy-decodes the
+Each seed trains the task's defaults (``task_config``, with that seed, and the fields
+given with ``--set``, of the run or of its model) and, every ``--every`` steps (a hook
+of ``train``), greedy-decodes the
 same ``--n`` test sources of every length of the task (``held_out_sources``: no
 validation source is among them) with the model that training evaluates (the mean of
 the last weight snapshots). A target counts as reached when the exact match at every
@@ -30,18 +31,11 @@ import torch
 
 from aiayn.evaluation import evaluate
 from aiayn.tasks import TASK_NAMES, Task, held_out_sources
-from aiayn.train.loop import TrainConfig, new_run, train_step
+from aiayn.train.config import TrainConfig, changed_config, task_config
+from aiayn.train.loop import train
+from aiayn.train.state import TrainState, new_run
 
 TARGETS = (0.99, 0.999)
-# TrainConfig()'s defaults before short training sources (uniform_length_share) and
-# held-out sources of every length: what the CPU sweep chose, and what
-# book/measurements/previous_defaults/ trained (evaluated on length 10 alone)
-PREVIOUS_DEFAULTS = dict(uniform_length_share=0.0, steps=8000, target_exact_match=0.995)
-# TrainConfig()'s defaults before the CPU sweep (book/measurements/tta_cpu_sweep.py):
-# what its variants change, and what the stored GPU runs trained
-EARLIER_DEFAULTS = PREVIOUS_DEFAULTS | dict(
-    batch_size=256, warmup_steps=300, lr_factor=0.5, snapshot_every=20, average_last=5
-)
 TUTORIAL_SEQUENCES = 100_000 * 32  # the seed tutorial: 100,000 steps at batch 32
 
 
@@ -77,25 +71,26 @@ def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
     """
     state = new_run(config)
     tests = sources_by_length(state.task, n)
-    curve, seconds = [], 0.0
+    curve: list[Reached] = []
     kind = torch.device(config.device).type
-    while state.step < config.steps and (
-        not curve or curve[-1].exact_match < TARGETS[-1]
-    ):
-        started = time.perf_counter()
-        for _ in range(min(every, config.steps - state.step)):
-            train_step(state)
-            if state.step % config.snapshot_every == 0:
-                state.take_snapshot()
+    clock = {"seconds": 0.0, "started": time.perf_counter()}  # of training alone
+
+    def evaluate_lengths(state: TrainState) -> bool:
         if kind in ("cuda", "mps"):  # the steps only queued their work
             getattr(torch, kind).synchronize()
-        seconds += time.perf_counter() - started
+        clock["seconds"] += time.perf_counter() - clock["started"]
         model = state.averaged_model()
         by_length = tuple(
             evaluate(model, state.task, sources)["exact_match"]
             for sources in tests.values()
         )
-        curve.append(Reached(state.step, seconds, min(by_length), by_length))
+        curve.append(Reached(state.step, clock["seconds"], min(by_length), by_length))
+        clock["started"] = time.perf_counter()
+        return curve[-1].exact_match >= TARGETS[-1]
+
+    train(
+        state, progress=False, validate=False, hook=evaluate_lengths, hook_every=every
+    )
     return curve
 
 
@@ -140,19 +135,10 @@ def describe(reached: Reached) -> str:
 def configured(
     task: str, seed: int, steps: int, device: str, changes: dict
 ) -> TrainConfig:
-    """TrainConfig's defaults for the task, with ``changes`` to it or to its model."""
-    config = TrainConfig(task=task, seed=seed, steps=steps, device=device)
-    model_fields = {f.name for f in dataclasses.fields(config.model)}
-    run_fields = {f.name for f in dataclasses.fields(config)}
-    unknown = sorted(set(changes) - model_fields - run_fields)
-    if unknown:
-        raise ValueError(
-            f"no such field of TrainConfig or TransformerConfig: {unknown}"
-        )
-    model_changes = {k: v for k, v in changes.items() if k in model_fields}
-    run_changes = {k: v for k, v in changes.items() if k not in model_fields}
-    model = dataclasses.replace(config.model, **model_changes)
-    return dataclasses.replace(config, model=model, **run_changes)
+    """The task's defaults (``task_config``), with ``changes`` to them or to the
+    model."""
+    config = task_config(task, seed=seed, steps=steps, device=device)
+    return changed_config(config, changes)
 
 
 def parse_change(text: str) -> tuple[str, object]:

@@ -2,7 +2,8 @@
 scores.
 
 Every row trains the toy model of ``toy_model_config`` on reverse-repeats for the same
-number of steps, with ``BASE``'s settings and the row's changes, then scores the final
+number of steps, with the settings of the named run "table3-base"
+(``aiayn.train.presets``) and the row's changes, then scores the final
 weights (no checkpoint averaging, as Table 3) on validation sources: perplexity per
 target token under teacher forcing, and greedy decoding's token accuracy and exact
 match. ``book/measurements/table3.py`` runs every row and seed;
@@ -18,28 +19,20 @@ from torch.nn import functional
 
 from aiayn.evaluation import evaluate
 from aiayn.tasks import Task, held_out_sources, make_batch
-from aiayn.tools.time_to_accuracy import configured
-from aiayn.train.loop import new_run, teacher_forced_logits, train_step
+from aiayn.train.config import TrainConfig
+from aiayn.train.loop import train
+from aiayn.train.loss import teacher_forced_logits
+from aiayn.train.presets import preset_config
+from aiayn.train.state import new_run
 
-TASK = "reverse-repeats"
+BASE_RUN = "table3-base"  # the base row: a named run of aiayn.train.presets
 STEPS = 250  # the training budget of every row
 EVAL_SIZE = 1000  # validation sources scored
-# The base row: the toy model with the paper's P_drop and eps_ls (both 0.1), batches
-# of 128 sources, a warm-up of 100 steps at half Eq. (3)'s rate: a short run that is
-# still learning.
-BASE = {
-    "dropout": 0.1,
-    "label_smoothing": 0.1,
-    "batch_size": 128,
-    "warmup_steps": 100,
-    "lr_factor": 0.5,
-    "uniform_length_share": 0.0,  # the sweep ran before short sources were added
-}
 # the validation sources' length: the longest, as when the sweep ran
 EVAL_LENGTH = 10
 
-# Table 3's rows that a CPU can afford: (group, changes to BASE). The toy model has
-# d_model 64, h 4, N 2, d_ff 256, so d_k = d_v = 16.
+# Table 3's rows that a CPU can afford: (group, changes to the base row). The toy
+# model has d_model 64, h 4, N 2, d_ff 256, so d_k = d_v = 16.
 ROWS: list[tuple[str, dict]] = [
     ("base", {}),
     # (A) heads at constant computation: d_k = d_v = d_model / h
@@ -83,8 +76,13 @@ def perplexity(model: nn.Module, task: Task, sources: list[str]) -> float:
     return math.exp(loss.item())
 
 
+def row_config(changes: dict, seed: int, steps: int = STEPS) -> TrainConfig:
+    """The base row with ``changes``, for ``steps`` steps on the CPU."""
+    return preset_config(BASE_RUN, changes, seed=seed, steps=steps, device="cpu")
+
+
 def run_row(changes: dict, seed: int, steps: int = STEPS) -> dict:
-    """Train BASE with ``changes`` for ``steps`` steps on the CPU; score it.
+    """Train the base row with ``changes`` for ``steps`` steps on the CPU; score it.
 
     Returns the steps, the seconds of training (wall clock) and of the whole run
     (this process's CPU time), the number of parameters (a shared matrix counts
@@ -92,11 +90,9 @@ def run_row(changes: dict, seed: int, steps: int = STEPS) -> dict:
     sources.
     """
     cpu_started = time.process_time()
-    config = configured(TASK, seed, steps, "cpu", BASE | changes)
-    state = new_run(config)
+    state = new_run(row_config(changes, seed, steps))
     started = time.perf_counter()
-    while state.step < steps:
-        train_step(state)
+    train(state, progress=False, validate=False)
     seconds = time.perf_counter() - started
     validation = held_out_sources(
         state.task, "validation", EVAL_SIZE, length=EVAL_LENGTH

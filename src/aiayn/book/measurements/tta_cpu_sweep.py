@@ -28,11 +28,11 @@ import time
 
 import torch
 
-from aiayn.tools.time_to_accuracy import EARLIER_DEFAULTS
+from aiayn.train.presets import PRESETS
 
 # TrainConfig()'s defaults when this sweep ran, what every variant changes (the row
 # "defaults"); since then the defaults are snap-wu-b128's
-BASE = EARLIER_DEFAULTS
+BASE = PRESETS["earlier-defaults"].changes
 # the two variants of this sweep's first round that beat the defaults with both seeds
 SNAP_WU = dict(snapshot_every=10, average_last=10, warmup_steps=150, lr_factor=0.354)
 VARIANTS = {
@@ -78,7 +78,8 @@ def run(job):
     from aiayn.evaluation import evaluate
     from aiayn.tasks import held_out_sources
     from aiayn.tools.time_to_accuracy import configured
-    from aiayn.train.loop import new_run, train_step
+    from aiayn.train.loop import train_step
+    from aiayn.train.state import new_run
 
     config = configured("reverse-repeats", seed, STEPS, "cpu", BASE | VARIANTS[name])
     steps = SOURCES // config.batch_size
@@ -101,7 +102,8 @@ def run(job):
 def step_costs(rounds: int = 25, steps: int = 4) -> dict:
     """Each variant's seconds per training step, as a multiple of the defaults'."""
     from aiayn.tools.time_to_accuracy import configured
-    from aiayn.train.loop import new_run, train_step
+    from aiayn.train.loop import train_step
+    from aiayn.train.state import new_run
 
     torch.set_num_threads(STEP_COST_THREADS)
     runs = {

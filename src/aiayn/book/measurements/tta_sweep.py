@@ -69,7 +69,7 @@ variant("L2-lp4-rich50-lr05-b512", layers=2, rich=0.5, length_power=4.0, lr_fact
 variant("E2D1-lp4-rich50-lr05-b512", enc=2, dec=1, rich=0.5, length_power=4.0, lr_factor=0.5, batch_size=512)
 
 def rich_sources(n, generator, length_power, rich, task):
-    from aiayn.train.loop import training_sources as plain
+    from aiayn.tasks.training_data import training_sources as plain
     lengths = torch.tensor(task.source_lengths)
     weights = lengths.double() ** length_power
     drawn = lengths[torch.multinomial(weights, n, replacement=True, generator=generator)]
@@ -85,7 +85,9 @@ def run(job):
     name, seed, max_steps, every, device = job
     torch.set_num_threads(1)
     import aiayn.train.loop as T
-    from aiayn.train.loop import TrainConfig, new_run, train_step, toy_model_config
+    from aiayn.train.config import TrainConfig, toy_model_config
+    from aiayn.train.loop import train_step
+    from aiayn.train.state import new_run
     from aiayn.evaluation import evaluate
     from aiayn.tasks import held_out_sources
     kw = dict(VARIANTS[name])
@@ -102,7 +104,7 @@ def run(job):
     if "dec" in kw: shape["num_decoder_layers"] = kw.pop("dec")
     for f in ("d_model", "dim_feedforward", "nhead"):
         if f in kw: shape[f] = kw.pop(f)
-    config = TrainConfig(model=toy_model_config("reverse-repeats", **shape), seed=seed,
+    config = TrainConfig(model_config=toy_model_config("reverse-repeats", **shape), seed=seed,
                          steps=max_steps, device=device, average_last=average_last, snapshot_every=20, **kw)
     if rich:
         T.training_sources = lambda task, n, g, p, *_: rich_sources(n, g, p, rich, task)
