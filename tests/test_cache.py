@@ -4,8 +4,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from aiayn import DecoderCache, Transformer, TransformerConfig
+from aiayn import Transformer, TransformerConfig
 from aiayn.decoding import greedy_decode, next_token_logits
+from aiayn.fast.cache import DecoderCache
 from aiayn.fast.transformer import decode
 from aiayn.model.embeddings import LearnedPositionalEmbedding, PositionalEncoding
 from aiayn.model.masks import padding_mask

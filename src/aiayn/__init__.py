@@ -1,27 +1,13 @@
-"""The Transformer of *Attention Is All You Need*, built bottom-up."""
+"""The Transformer of *Attention Is All You Need*, built bottom-up.
 
-from aiayn.fast.cache import DecoderCache, LayerCache
-from aiayn.model import (
-    Decoder,
-    DecoderLayer,
-    Encoder,
-    EncoderLayer,
-    LayerNorm,
-    LearnedPositionalEmbedding,
-    MultiHeadAttention,
-    PositionalEncoding,
-    PositionwiseFeedForward,
-    ResidualSublayer,
-    TokenEmbedding,
-    Transformer,
-    TransformerConfig,
-    check_mask,
-    padding_mask,
-    scaled_dot_product_attention,
-    sinusoidal_encoding,
-    subsequent_mask,
-    target_mask,
-)
+``aiayn`` holds the reference model (aiayn.model) and the helpers that load its layers
+from PyTorch's (aiayn.model.interop). The model the book trains is its fast form,
+aiayn.fast.transformer.FastTransformer; tasks, training and decoding live in
+aiayn.tasks, aiayn.train and aiayn.decoding.
+"""
+
+from aiayn.model import *  # noqa: F403 (the names aiayn.model lists)
+from aiayn.model import __all__ as _reference_model
 from aiayn.model.interop import (
     load_decoder_layer,
     load_encoder_layer,
@@ -33,30 +19,10 @@ from aiayn.model.interop import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Decoder",
-    "DecoderCache",
-    "DecoderLayer",
-    "Encoder",
-    "EncoderLayer",
-    "LayerCache",
-    "LayerNorm",
-    "LearnedPositionalEmbedding",
-    "MultiHeadAttention",
-    "PositionalEncoding",
-    "PositionwiseFeedForward",
-    "ResidualSublayer",
-    "TokenEmbedding",
-    "Transformer",
-    "TransformerConfig",
-    "check_mask",
+    *_reference_model,
     "load_decoder_layer",
     "load_encoder_layer",
     "load_multihead_attention",
-    "padding_mask",
-    "scaled_dot_product_attention",
-    "sinusoidal_encoding",
-    "subsequent_mask",
-    "target_mask",
     "to_key_padding_mask",
     "to_torch_mask",
 ]
