@@ -19,7 +19,7 @@ import torch
 from aiayn.decoding import greedy_decode
 from aiayn.model.transformer import Transformer, TransformerConfig
 
-PAD, BOS = 0, 1
+PAD_ID, BOS_ID = 0, 1
 NEVER = -1  # the end token: no token has this id, every output has the full length
 
 
@@ -43,7 +43,13 @@ def decode_times(
             for name in order:
                 start = time.perf_counter()
                 out = greedy_decode(
-                    model, src, PAD, BOS, NEVER, length, use_cache=name == "cached"
+                    model,
+                    src,
+                    PAD_ID,
+                    BOS_ID,
+                    NEVER,
+                    length,
+                    use_cache=name == "cached",
                 )
                 times[name].append(time.perf_counter() - start)
                 assert out.shape == (batch_size, length)

@@ -150,7 +150,7 @@ def parse_change(text: str) -> tuple[str, object]:
         raise argparse.ArgumentTypeError(f"{text!r} is not FIELD=VALUE") from None
 
 
-def benchmark_cli() -> None:
+def benchmark_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m aiayn.tools.time_to_accuracy",
         description=__doc__.split("\n\n")[0],
@@ -177,6 +177,11 @@ def benchmark_cli() -> None:
         "--threads", type=int, default=os.cpu_count(), help="torch threads"
     )
     parser.add_argument("--json", help="also write the configuration and curves here")
+    return parser
+
+
+def benchmark_cli() -> None:
+    parser = benchmark_parser()
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     changes = dict(args.set)
@@ -208,21 +213,28 @@ def benchmark_cli() -> None:
     batch_size = next(iter(configs.values())).batch_size
     print(report(curves, batch_size))
     if args.json:
-        with open(args.json, "w") as file:
-            json.dump(
-                {
-                    "command": " ".join(sys.argv),
-                    "changes": changes,
-                    "device": args.device,
-                    "threads": torch.get_num_threads(),
-                    "curves": {
-                        seed: [dataclasses.astuple(point) for point in curve]
-                        for seed, curve in curves.items()
-                    },
+        write_curves(args.json, changes, args.device, curves)
+
+
+def write_curves(
+    path: str, changes: dict, device: str, curves: dict[int, list[Reached]]
+) -> None:
+    """The command, configuration and learning curves, as JSON."""
+    with open(path, "w") as file:
+        json.dump(
+            {
+                "command": " ".join(sys.argv),
+                "changes": changes,
+                "device": device,
+                "threads": torch.get_num_threads(),
+                "curves": {
+                    seed: [dataclasses.astuple(point) for point in curve]
+                    for seed, curve in curves.items()
                 },
-                file,
-                indent=1,
-            )
+            },
+            file,
+            indent=1,
+        )
 
 
 if __name__ == "__main__":
