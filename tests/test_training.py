@@ -151,12 +151,13 @@ def test_a_checkpoint_saved_before_model_config_was_named_so_loads(tmp_path):
 
 
 class ScriptedModel(torch.nn.Module):
-    """Stands in for a Transformer: sequence b emits 5 until step b + 1, then </s>."""
+    """Stands in for a Transformer: sequence b emits 5 until step b + 1, then </s>.
+    (Without a key/value cache, which needs a Transformer's layers: use_cache=False.)"""
 
     def encode(self, src, src_mask):
         return torch.zeros(src.size(0), src.size(1), 1)
 
-    def decode(self, memory, src_mask, prefix, cache=None):  # cache: stays empty
+    def decode(self, memory, src_mask, prefix):
         step = torch.full((prefix.size(0), prefix.size(1), 1), float(prefix.size(1)))
         return torch.cat(
             [
@@ -181,7 +182,8 @@ def test_greedy_decoding_stops_each_sequence_at_its_end_token():
     from aiayn.decoding import greedy_decode
 
     src = torch.tensor([[3, 4, 5], [6, 7, PAD_ID], [8, PAD_ID, PAD_ID]])
-    out = greedy_decode(ScriptedModel(), src, PAD_ID, 1, EOS_ID, max_len=10)
+    model = ScriptedModel()
+    out = greedy_decode(model, src, PAD_ID, 1, EOS_ID, max_len=10, use_cache=False)
     assert out.tolist() == [
         [EOS_ID, PAD_ID, PAD_ID],
         [5, EOS_ID, PAD_ID],
