@@ -155,6 +155,53 @@ def select_rows(
     return memory[rows], src_mask[rows], prefix[rows], cache
 
 
+def start_beams(
+    model: Transformer, src: Tensor, pad_id: int, bos_id: int, k: int, use_cache: bool
+) -> tuple[Tensor, Tensor, Tensor, DecoderCache | None, Tensor]:
+    """What the decoder reads at the first step, k rows per source of src (B, S).
+
+    memory (B·k, S, d_model), encoded once and copied per beam; src_mask (B·k, 1, S);
+    prefixes (B·k, 1) of the start token; an empty cache (or None); and each beam's
+    log P (B, k): 0 for one beam per source, -inf for the others, so that the first
+    step extends one prefix only.
+    """
+    src_mask = padding_mask(src, pad_id)  # (B, 1, S)
+    memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)
+    prefix = torch.full((src.size(0) * k, 1), bos_id, device=src.device)
+    beam_scores = torch.full((src.size(0), k), float("-inf"), device=src.device)
+    beam_scores[:, 0] = 0.0
+    cache = DecoderCache() if use_cache else None
+    return memory, src_mask.repeat_interleave(k, dim=0), prefix, cache, beam_scores
+
+
+def split_candidates(
+    token: Tensor, eos_id: int, beam_size: int, at_limit: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Which of each source's 2k candidates are the next beams, and which finish.
+
+    token (n, 2k) best first, at_limit (n,) -> kept (n, k): the k best that do not
+    end; finishing (n, 2k): an end among the first k and, at the length limit, the
+    next beams too.
+    """
+    ends = token == eos_id
+    kept = ends.int().argsort(dim=1, stable=True)[:, :beam_size]
+    in_beam = torch.arange(2 * beam_size, device=token.device) < beam_size
+    next_beams = torch.zeros_like(ends).scatter(1, kept, True)
+    return kept, (ends & in_beam) | (next_beams & at_limit[:, None])
+
+
+def best_possible(
+    beam_scores: Tensor, limit: Tensor, length: int, alpha: float
+) -> Tensor:
+    """The most any beam of each source can still score: beam_scores (n, k) -> (n,).
+
+    log P only falls as a beam grows, and lp is largest at one of the ends of the
+    lengths it can still have, length + 1 to its limit (n,).
+    """
+    longest = length_penalty(limit, alpha)
+    return beam_scores[:, 0] / longest.clamp(min=length_penalty(length + 1, alpha))
+
+
 @torch.no_grad()
 def beam_search(
     model: Transformer,
@@ -177,15 +224,11 @@ def beam_search(
     (B,) scores log P(Y | X) / length_penalty(|Y|, alpha). ``max_len=None`` bounds
     each output by its source's length (its non-pad tokens) + 50, as the paper does.
 
-    Every step keeps each source's 2k best one-token extensions. One that ends with
-    the end token among the first k is finished; the k best that do not end are the
-    next beams. A source is done when no beam can still beat its best finished
-    hypothesis (tensor2tensor's rule, the paper's authors'), or at its length limit,
-    where its beams count as finished. stop_at_k_finished=True also stops it once it
-    has had k finished hypotheses (fairseq's rule, which makes beam_size=1 greedy
-    decoding): cheaper, but with a small vocabulary and a wide beam, k hypotheses that
-    end early, and badly, can come before the good one. use_cache=False recomputes
-    every prefix at every step, with the same result.
+    Each step keeps each source's 2k best one-token extensions (split_candidates). A
+    source is done when no beam can still beat its best finished hypothesis
+    (tensor2tensor's rule), or at its length limit. stop_at_k_finished=True also
+    stops it after k finished hypotheses (fairseq's rule: cheaper, but k outputs that
+    end early and badly can come first). use_cache=False recomputes every prefix.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size={beam_size} must be at least 1")
@@ -194,43 +237,24 @@ def beam_search(
         limit = (src != pad_id).sum(dim=1) + 50  # (B,)
     else:
         limit = torch.full((batch,), max_len, device=device)
-    src_mask = padding_mask(src, pad_id)  # (B, 1, S)
-    # (B·k, S, d_model): encoded once, a copy per beam
-    memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)
-    src_mask = src_mask.repeat_interleave(k, dim=0)  # (B·k, 1, S)
-    prefix = torch.full((batch * k, 1), bos_id, device=device)  # (B·k, 1)
-    cache = DecoderCache() if use_cache else None
-    # (B, k) log P of each beam's prefix: one empty prefix per source to start from
-    beam_scores = torch.full((batch, k), float("-inf"), device=device)
-    beam_scores[:, 0] = 0.0
+    memory, src_mask, prefix, cache, beam_scores = start_beams(
+        model, src, pad_id, bos_id, k, use_cache
+    )
     sources = torch.arange(batch, device=device)  # the sources still being decoded
     best = Finished(batch, int(limit.max()), pad_id, device)
     for length in range(1, int(limit.max()) + 1):
         n = sources.numel()
-        # (n·k, V)
         logits, cache = next_token_logits(model, memory, src_mask, prefix, cache)
-        log_probs = logits.log_softmax(dim=-1)
+        log_probs = logits.log_softmax(dim=-1).view(n, k, -1)
         # (n, 2k) each: log P, token, and the row of the beam each candidate extends
-        scores, beam, token = top_candidates(log_probs.view(n, k, -1), beam_scores, k)
+        scores, beam, token = top_candidates(log_probs, beam_scores, k)
         rows = torch.arange(n, device=device)[:, None] * k + beam
-        ends = token == eos_id
-        # the next beams: the k best candidates that do not end, (n, k)
-        kept = ends.int().argsort(dim=1, stable=True)[:, :k]
-        # finished: an end within the beam, and at the length limit the next beams
-        in_beam = torch.arange(2 * k, device=device) < k
         at_limit = limit[sources] == length
-        next_beams = torch.zeros_like(ends).scatter(1, kept, True)
-        finishing = (ends & in_beam) | (next_beams & at_limit[:, None])
-        best.add(
-            sources, scores, rows, token, finishing & scores.isfinite(), prefix, alpha
-        )
+        kept, finishing = split_candidates(token, eos_id, k, at_limit)
+        finishing &= scores.isfinite()
+        best.add(sources, scores, rows, token, finishing, prefix, alpha)
         beam_scores, rows, token = (x.gather(1, kept) for x in (scores, rows, token))
-        # log P only falls as a beam grows, and lp is largest at one of the ends
-        # of the lengths still possible: the most any beam can still score
-        longest = length_penalty(limit[sources], alpha)
-        ceiling = beam_scores[:, 0] / longest.clamp(
-            min=length_penalty(length + 1, alpha)
-        )
+        ceiling = best_possible(beam_scores, limit[sources], length, alpha)
         done = at_limit | (best.scores[sources] >= ceiling)
         if stop_at_k_finished:
             done |= best.count[sources] >= k

@@ -35,11 +35,10 @@ class Kernels:
 
     ``short_sequence``: on a CPU, attention over at most this many keys runs
     ``short_sequence_attention`` instead of the fused kernel, whose fixed cost per
-    (example, head) outweighs there the memory it saves: forward and backward, the
-    short path won or tied at 16 keys and fewer, the fused kernel won from 64 keys on,
-    and at 32 two threads favoured the short path (book/appendix-fast-paths.md). 0: the
-    fused kernel always. ``pack``: a training step on a CPU computes the position-wise
-    layers on the real positions only (aiayn.fast.packing).
+    (example, head) can outweigh there the memory it saves; the fused kernel wins on
+    long sequences (book/appendix-fast-paths.md times both). 0: the fused kernel
+    always. ``pack``: a training step on a CPU computes the position-wise layers on
+    the real positions only (aiayn.fast.packing).
     """
 
     short_sequence: int = 32

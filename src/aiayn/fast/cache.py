@@ -23,9 +23,9 @@ class LayerCache:
 class DecoderCache:
     """The key/value cache of a whole decoder: one LayerCache per decoder layer.
 
-    ``FastTransformer.decode`` takes one (a new, empty ``DecoderCache()`` at first) and
-    returns another, which holds the new positions too; each call's target holds only
-    the positions after ``length``. A cache is never changed in place.
+    ``aiayn.fast.transformer.decode`` takes one (a new, empty ``DecoderCache()`` at
+    first) and returns another, which holds the new positions too; each call's target
+    holds only the positions after ``length``. A cache is never changed in place.
     """
 
     layers: list[LayerCache] = field(default_factory=list)

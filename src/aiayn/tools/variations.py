@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn import functional
 
 from aiayn.evaluation import evaluate
+from aiayn.fast.attention import DEFAULT_KERNELS, Kernels
 from aiayn.tasks import Task, held_out_sources, make_batch
 from aiayn.train.config import TrainConfig
 from aiayn.train.loop import train
@@ -81,16 +82,19 @@ def row_config(changes: dict, seed: int, steps: int = STEPS) -> TrainConfig:
     return preset_config(BASE_RUN, changes, seed=seed, steps=steps, device="cpu")
 
 
-def run_row(changes: dict, seed: int, steps: int = STEPS) -> dict:
+def run_row(
+    changes: dict, seed: int, steps: int = STEPS, kernels: Kernels = DEFAULT_KERNELS
+) -> dict:
     """Train the base row with ``changes`` for ``steps`` steps on the CPU; score it.
 
-    Returns the steps, the seconds of training (wall clock) and of the whole run
-    (this process's CPU time), the number of parameters (a shared matrix counts
-    once), and perplexity, token accuracy and exact match on EVAL_SIZE validation
-    sources.
+    The model computes with ``kernels`` (aiayn.fast.attention.Kernels). Returns the
+    steps, the seconds of training (wall clock) and of the whole run (this process's
+    CPU time), the number of parameters (a shared matrix counts once), and perplexity,
+    token accuracy and exact match on EVAL_SIZE validation sources.
     """
     cpu_started = time.process_time()
     state = new_run(row_config(changes, seed, steps))
+    state.model.kernels = kernels
     started = time.perf_counter()
     train(state, progress=False, validate=False)
     seconds = time.perf_counter() - started
