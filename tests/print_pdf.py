@@ -23,7 +23,8 @@ FOOTER = (
     '<div style="font-size: 8px; width: 100%; text-align: center;">'
     '<span class="pageNumber"></span> / <span class="totalPages"></span></div>'
 )
-# A title page in front of the preface: the book's title, and where it came from.
+# A title page in front of the cover (the root page): the book's title, and where it
+# came from.
 TITLE_PAGE = """(about) => {
   const page = document.createElement("section");
   page.style.cssText = "padding-top: 30vh; text-align: center;";
@@ -36,7 +37,7 @@ TITLE_PAGE = """(about) => {
 }"""
 
 
-# Sphinx puts every chapter inside the root document (the preface), one heading level
+# Sphinx puts every chapter inside the root document (the cover), one heading level
 # down: the chapters' headings go up a level, so that each chapter is a top-level entry
 # of the PDF's outline, as it is in the HTML book's navigation.
 PROMOTE_CHAPTERS = """() => {
@@ -111,7 +112,7 @@ CONTENTS = """(parts) => {
   title.textContent = "Contents";
   const front = document.createElement("ul");
   front.style.cssText = "list-style: none; margin: 0; padding-left: 0;";
-  front.append(entry(book.querySelector("section[id]")));  // the root: the preface
+  front.append(entry(book.querySelector("section[id]")));  // the root: the cover
   contents.append(title, front);
   for (const [caption, files] of parts) {
     const part = document.createElement("p");
@@ -147,7 +148,7 @@ def provenance() -> str:
 
 
 def print_book(folder: Path, pdf: Path) -> None:
-    # The one page is written where the root document lives (book/preface.html), but
+    # The one page is written where the root document lives (book/cover.html), but
     # its links to styles, scripts and images are relative to the folder's root: a copy
     # there finds them.
     (page_file,) = folder.glob("book/*.html")

@@ -12,6 +12,7 @@ from aiayn import sinusoidal_encoding  # noqa: E402
 from aiayn.book.plots import (  # noqa: E402
     draw_arrow,
     draw_box,
+    draw_transformer,
     plot_attention,
     plot_attention_grid,
     plot_positional_encoding,
@@ -122,3 +123,37 @@ def test_an_arrow_runs_through_its_points_and_ends_in_a_head():
     assert len(ax.patches) == 1  # the head, from (0, 1) to (2, 1)
     with pytest.raises(ValueError, match="at least 2 points"):
         draw_arrow(ax, (0, 0))
+
+
+def test_the_transformer_has_every_box_of_figure_1_in_readable_text():
+    fig, ax = plt.subplots(figsize=(6.7, 8.6), layout="constrained")
+    assert draw_transformer(ax) is ax and not ax.axison
+    texts = [t.get_text() for t in ax.texts]
+    # encoder: attention, FFN; decoder: masked attention, cross-attention, FFN
+    assert texts.count("Add & Norm") == 5
+    assert texts.count("Feed Forward") == 2
+    assert texts.count("Multi-Head\nAttention") == 2
+    assert texts.count("Masked Multi-Head\nAttention") == 1
+    assert texts.count("N ×") == 2 and texts.count("Positional\nEncoding") == 2
+    for name in [
+        "Input Embedding",
+        "Output Embedding",
+        "Linear",
+        "Softmax",
+        "Inputs",
+        "Outputs (shifted right)",
+        "Output Probabilities",
+        "Encoder",
+        "Decoder",
+    ]:
+        assert texts.count(name) == 1, name
+    # three attentions, each labelled V, K, Q
+    assert "".join(t for t in texts if t in "VKQ") == "VKQ" * 3
+    assert min(t.get_fontsize() for t in ax.texts) >= 8
+    # every text inside the axes, which fill a figure no wider than the text column
+    fig.canvas.draw()
+    frame = ax.get_window_extent()
+    for text in ax.texts:
+        box = text.get_window_extent()
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1, text.get_text()
+        assert frame.y0 <= box.y0 and box.y1 <= frame.y1, text.get_text()

@@ -52,7 +52,7 @@ BOOK_COMMIT = subprocess.run(
 ).stdout.strip()
 # The one console message the theme is known to log, harmlessly, on a fresh profile.
 ALLOWED_CONSOLE_ERRORS = {"Got invalid theme mode: . Resetting to auto."}
-SCREENSHOT_PAGES = {"book/preface.html", "book/paper-at-a-glance.html"}
+SCREENSHOT_PAGES = {"book/cover.html", "book/paper-at-a-glance.html"}
 VIEWPORT = {"width": 1280, "height": 900}
 
 
@@ -461,7 +461,7 @@ def test_defect_check_catches_each_class(browser):
 
 def test_math_check_is_not_vacuous(browser, book_url):
     """At least one page has formulas, so the MathJax assertions above really ran."""
-    page, _ = open_page(browser, f"{book_url}/book/preface.html")
+    page, _ = open_page(browser, f"{book_url}/book/attention.html")
     try:
         typeset = page.evaluate(
             "() => document.querySelectorAll('.math mjx-container').length"
@@ -472,7 +472,7 @@ def test_math_check_is_not_vacuous(browser, book_url):
 
 
 def test_book_has_repository_and_download_buttons(browser, book_url):
-    page, _ = open_page(browser, f"{book_url}/book/preface.html")
+    page, _ = open_page(browser, f"{book_url}/book/cover.html")
     try:
         assert page.locator(".btn-source-repository-button").count() >= 1
         assert page.locator(".dropdown-download-buttons").count() >= 1

@@ -2,8 +2,8 @@
 
 - ``make pdf``: the whole book as one PDF; its bookmarks are the chapters' titles,
   numbered as the HTML book's navigation numbers them, in the same order; a contents
-  page lists and links them; the preface links to the PDF where the workflow publishes
-  it.
+  page lists and links them; the cover (the root page) links to the PDF where the
+  workflow publishes it.
 - The launch links: a chapter's Binder link opens its Markdown source in JupyterLab, and
   JupyterLab, started with the repository's setting (.jupyter/labconfig, which Binder
   reads from the home folder it copies the repository into), shows it as a notebook,
@@ -25,9 +25,9 @@ from conftest import HTML, ROOT
 from pypdf import PdfReader
 
 PDF = HTML / "aiayn.pdf"
-# chapters opened in JupyterLab: the first, one that loads a trained model, the last
-LAUNCHED = ["book/paper-at-a-glance.html", "book/looking-inside.html",
-            "book/parsing.html"]
+# chapters opened in JupyterLab: the first page (the cover, the root), one that loads a
+# trained model, one of the last
+LAUNCHED = ["book/cover.html", "book/looking-inside.html", "book/parsing.html"]
 
 
 def on_page(browser, url: str, selector: str, script: str):
@@ -48,10 +48,10 @@ def test_the_pdf_is_the_whole_book_numbered_like_the_html(browser, book_url):
     first_pages = [reader.get_destination_page_number(item) for item in bookmarks]
     assert first_pages == sorted(first_pages), "the bookmarks are out of order"
 
-    preface = f"{book_url}/book/preface.html"
-    chapters = on_page(browser, preface, "nav.bd-docs-nav a",
+    cover = f"{book_url}/book/cover.html"
+    chapters = on_page(browser, cover, "nav.bd-docs-nav a",
                        "links => links.map(a => a.textContent.trim())")
-    pdf_links = on_page(browser, preface, "article.bd-article a[href$='.pdf']",
+    pdf_links = on_page(browser, cover, "article.bd-article a[href$='.pdf']",
                         "links => links.map(a => a.href)")
     assert len(chapters) > 30
     missing = [title for title in chapters if title not in titles]
@@ -71,7 +71,7 @@ def test_the_pdf_is_the_whole_book_numbered_like_the_html(browser, book_url):
     assert len(internal) >= len(chapters), "the contents page does not link chapters"
 
     site = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["baseurl"]
-    assert pdf_links == [f"{site}{PDF.name}"], f"the preface links {pdf_links}"
+    assert pdf_links == [f"{site}{PDF.name}"], f"the cover links {pdf_links}"
 
 
 @pytest.fixture(scope="module")
