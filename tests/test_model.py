@@ -8,6 +8,7 @@ from torch.testing import assert_close
 from aiayn import (
     LearnedPositionalEmbedding,
     Transformer,
+    attention_maps,
     padding_mask,
     target_mask,
 )
@@ -148,7 +149,7 @@ def test_attention_maps_are_returned_not_stored():
     model = small_model()
     src_mask, tgt_mask = masks()
     state = {k: v for m in model.modules() for k, v in vars(m).items()}
-    maps = model.attention_maps(SRC, TGT, src_mask, tgt_mask)
+    maps = attention_maps(model, SRC, TGT, src_mask, tgt_mask)
     assert {k: v for m in model.modules() for k, v in vars(m).items()}.keys() == (
         state.keys()
     )

@@ -16,6 +16,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 from torch import Tensor
 
+# the width of the book's text column at a 1280-px window, in inches at 100 dpi
+COLUMN_INCHES = 6.7
+
 
 def plot_attention(
     weights: Tensor,
@@ -69,9 +72,9 @@ def plot_attention_grid(
 ) -> Figure:
     """Every layer (rows of the grid) and head (columns) of one kind of attention.
 
-    ``maps_per_layer`` holds one (h, Q, K) tensor per layer, for a single example, e.g.
-    ``[w[0] for w in model.attention_maps(src, tgt)["cross"]]``. One colorbar serves the
-    whole grid.
+    ``maps_per_layer`` holds one (h, Q, K) tensor per layer, for a single example,
+    e.g. ``[w[0] for w in attention_maps(model, src, tgt)["cross"]]``. One colorbar
+    serves the whole grid.
     """
     maps = [torch.as_tensor(m).detach().cpu() for m in maps_per_layer]
     if not maps or any(m.dim() != 3 for m in maps):
@@ -82,6 +85,9 @@ def plot_attention_grid(
     if len({m.shape for m in maps}) != 1:
         raise ValueError(f"layers differ in shape: {[tuple(m.shape) for m in maps]}")
     n_layers, n_heads = len(maps), maps[0].size(0)
+    # no wider than the book's text column (6.7 in at 100 dpi is 670 px): text shown
+    # at the size it was drawn
+    cell_size = min(cell_size, (COLUMN_INCHES - 1.2) / n_heads)
     fig, axes = plt.subplots(
         n_layers,
         n_heads,
@@ -99,7 +105,7 @@ def plot_attention_grid(
                 colorbar=False,
             )
             ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=9)
-            ax.tick_params(labelsize=7)
+            ax.tick_params(labelsize=8)
             if head > 0:
                 ax.set_ylabel("")
             if layer < n_layers - 1:
@@ -125,7 +131,7 @@ def plot_positional_encoding(
             f"pe must be (positions, d_model), got shape {tuple(pe.shape)}"
         )
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.5))
+        _, ax = plt.subplots(figsize=(COLUMN_INCHES, 3.2))
     limit = max(1.0, float(pe.abs().max()))
     image = ax.imshow(pe.numpy(), cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
     ax.set_xlabel("dimension i")

@@ -105,9 +105,10 @@ class FastTransformer(Transformer):
     """The Transformer of ``config`` (or keywords, as Transformer), computed fast.
 
     ``encode``, ``decode`` and ``forward`` compute the reference's functions with the
-    fast paths; ``attention_maps`` is the reference's. ``kernels`` chooses the
-    attention kernels and whether training packs (aiayn.fast.attention.Kernels);
-    ``model.kernels = Kernels(short_sequence=0)`` changes them.
+    fast paths; ``aiayn.model.maps.attention_maps`` runs the reference stacks.
+    ``kernels`` chooses the attention kernels and whether training packs
+    (aiayn.fast.attention.Kernels); ``model.kernels = Kernels(short_sequence=0)``
+    changes them.
     """
 
     def __init__(

@@ -20,6 +20,7 @@ from aiayn.model.layers import (
     LayerNorm,
     ResidualSublayer,
 )
+from aiayn.model.maps import attention_maps
 from aiayn.model.masks import check_mask, padding_mask, subsequent_mask, target_mask
 from aiayn.model.transformer import Transformer, TransformerConfig
 
@@ -37,6 +38,7 @@ __all__ = [
     "TokenEmbedding",
     "Transformer",
     "TransformerConfig",
+    "attention_maps",
     "check_mask",
     "padding_mask",
     "scaled_dot_product_attention",

@@ -2,10 +2,8 @@
 
 from dataclasses import dataclass, replace
 
-import torch
 from torch import Tensor, nn
 
-from aiayn.model.attention import MultiHeadAttention
 from aiayn.model.embeddings import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
@@ -13,9 +11,6 @@ from aiayn.model.embeddings import (
 )
 from aiayn.model.layers import Decoder, Encoder
 from aiayn.model.masks import subsequent_mask
-
-# attention weights by kind ("encoder_self", "decoder_self", "cross"), one per layer
-AttentionMaps = dict[str, list[Tensor]]
 
 
 @dataclass(frozen=True)
@@ -82,8 +77,8 @@ class Transformer(nn.Module):
     pre-softmax linear layer, and also the source embedding when src_vocab == tgt_vocab
     (§3.4: the paper shares all three, with one vocabulary for both languages).
 
-    Every weight matrix starts Xavier-uniform. ``model.attention_maps(src, tgt, ...)``
-    runs a forward pass and returns every layer's attention weights.
+    Every weight matrix starts Xavier-uniform. ``aiayn.model.maps.attention_maps``
+    returns every layer's attention weights.
 
     This is the reference: the model as the paper describes it. FastTransformer
     (aiayn.fast.transformer) has the same parameters and computes the same function
@@ -148,57 +143,3 @@ class Transformer(nn.Module):
         memory = self.encode(src, src_mask)  # (B, S, d_model)
         # (B, T, V)
         return self.output_projection(self.decode(memory, src_mask, tgt, tgt_mask))
-
-    @torch.no_grad()
-    def attention_maps(
-        self,
-        src: Tensor,
-        tgt: Tensor,
-        src_mask: Tensor | None = None,
-        tgt_mask: Tensor | None = None,
-    ) -> AttentionMaps:
-        """Run the model and return the attention weights of every layer.
-
-        One tensor per layer: "encoder_self" (B, h, S, S), "decoder_self" (B, h, T, T)
-        and "cross" (B, h, T, S) (rows are queries, columns keys). PyTorch's hooks ask
-        each attention for its weights too, and keep them: the model itself keeps none.
-        """
-        maps: AttentionMaps = {"encoder_self": [], "decoder_self": [], "cross": []}
-        attentions = [(lay.self_attn, "encoder_self") for lay in self.encoder.layers]
-        for lay in self.decoder.layers:
-            attentions += [(lay.self_attn, "decoder_self"), (lay.cross_attn, "cross")]
-        hooks = []
-        for attention, kind in attentions:
-            hooks += weights_recorded(attention, maps[kind])
-        if tgt_mask is None:  # as decode: no looking ahead
-            tgt_mask = subsequent_mask(tgt.size(1), device=tgt.device)
-        try:  # the reference stacks, in a FastTransformer too
-            memory = self.encoder(self.positional(self.src_embed(src)), src_mask)
-            self.decoder(
-                self.positional(self.tgt_embed(tgt)), memory, src_mask, tgt_mask
-            )
-        finally:
-            for hook in hooks:
-                hook.remove()
-        return maps
-
-
-def weights_recorded(attention: MultiHeadAttention, weights: list[Tensor]) -> list:
-    """Hooks that make ``attention`` return its weights and append them to ``weights``.
-
-    The first asks for the weights (need_weights=True); the second keeps them and
-    passes the output alone on, as the layer expects.
-    """
-
-    def ask(module, args, kwargs):
-        return args, kwargs | {"need_weights": True}
-
-    def keep(module, args, kwargs, output):
-        out, attention_weights = output
-        weights.append(attention_weights)  # (B, h, T, S)
-        return out
-
-    return [
-        attention.register_forward_pre_hook(ask, with_kwargs=True),
-        attention.register_forward_hook(keep, with_kwargs=True),
-    ]
