@@ -304,6 +304,38 @@ def _draw_stack(
     return top
 
 
+def _draw_inputs(ax: Axes, x: float, inputs: str, embedding: str, side: int) -> None:
+    """The bottom of one side: its inputs, their embedding and the positional
+    encoding added to it (labelled on ``side``), up to the stack at height 2.55."""
+    ax.text(x, 0.0, inputs, ha="center", va="center", fontsize=9)
+    draw_arrow(ax, (x, 0.15), (x, 0.62))
+    _draw_part(ax, x, 0.9, embedding, "embedding")
+    ax.text(
+        x + side * 0.45,
+        1.75,
+        "Positional\nEncoding",
+        ha="right" if side < 0 else "left",
+        va="center",
+        fontsize=9,
+    )
+    ax.add_patch(
+        plt.Circle((x, 1.75), 0.16, facecolor="white", edgecolor="black", zorder=2)
+    )
+    ax.text(x, 1.75, "+", ha="center", va="center", fontsize=11, zorder=3)
+    draw_arrow(ax, (x, 1.18), (x, 1.59))
+    ax.plot([x, x], [1.91, 2.55], color="black", linewidth=1)
+
+
+def _draw_outputs(ax: Axes, x: float, top: float) -> None:
+    """Linear and Softmax above the decoder's last Add & Norm (at ``top``)."""
+    _draw_part(ax, x, top + 0.7, "Linear", "output", height=0.4)
+    _draw_part(ax, x, top + 1.35, "Softmax", "output", height=0.4)
+    draw_arrow(ax, (x, top), (x, top + 0.5))
+    draw_arrow(ax, (x, top + 0.9), (x, top + 1.15))
+    draw_arrow(ax, (x, top + 1.55), (x, top + 1.85))
+    ax.text(x, top + 2.0, "Output Probabilities", ha="center", fontsize=9)
+
+
 def draw_transformer(ax: Axes) -> Axes:
     """The Transformer, after Figure 1 of the paper, drawn on ``ax``.
 
@@ -317,27 +349,8 @@ def draw_transformer(ax: Axes) -> Axes:
     ax.set_xlim(0.0, 10.0)
     ax.axis("off")
     encoder_x, decoder_x = 2.5, 7.5
-    for x, inputs, embedding, side in [
-        (encoder_x, "Inputs", "Input Embedding", -1),
-        (decoder_x, "Outputs (shifted right)", "Output Embedding", 1),
-    ]:
-        ax.text(x, 0.0, inputs, ha="center", va="center", fontsize=9)
-        draw_arrow(ax, (x, 0.15), (x, 0.62))
-        _draw_part(ax, x, 0.9, embedding, "embedding")
-        ax.text(
-            x + side * 0.45,
-            1.75,
-            "Positional\nEncoding",
-            ha="right" if side < 0 else "left",
-            va="center",
-            fontsize=9,
-        )
-        ax.add_patch(
-            plt.Circle((x, 1.75), 0.16, facecolor="white", edgecolor="black", zorder=2)
-        )
-        ax.text(x, 1.75, "+", ha="center", va="center", fontsize=11, zorder=3)
-        draw_arrow(ax, (x, 1.18), (x, 1.59))
-        ax.plot([x, x], [1.91, 2.55], color="black", linewidth=1)
+    _draw_inputs(ax, encoder_x, "Inputs", "Input Embedding", side=-1)
+    _draw_inputs(ax, decoder_x, "Outputs (shifted right)", "Output Embedding", side=1)
 
     encoder_top = _draw_stack(
         ax,
@@ -364,14 +377,7 @@ def draw_transformer(ax: Axes) -> Axes:
         side=1,
         memory=memory,
     )
-    _draw_part(ax, decoder_x, decoder_top + 0.7, "Linear", "output", height=0.4)
-    _draw_part(ax, decoder_x, decoder_top + 1.35, "Softmax", "output", height=0.4)
-    draw_arrow(ax, (decoder_x, decoder_top), (decoder_x, decoder_top + 0.5))
-    draw_arrow(ax, (decoder_x, decoder_top + 0.9), (decoder_x, decoder_top + 1.15))
-    draw_arrow(ax, (decoder_x, decoder_top + 1.55), (decoder_x, decoder_top + 1.85))
-    ax.text(
-        decoder_x, decoder_top + 2.0, "Output Probabilities", ha="center", fontsize=9
-    )
+    _draw_outputs(ax, decoder_x, decoder_top)
     ax.text(
         encoder_x,
         encoder_top + 0.95,
