@@ -12,6 +12,8 @@ finds none of the rendering defects a reader trips over:
   (``:::{note} Not in the paper`` renders "Note", then "Not in the paper The paper…");
 - ``code-overflow``: a code or output block whose lines are wider than its box, which
   cuts them off (measured at the 1280-pixel viewport, hidden cells opened);
+- ``math-overflow``: a displayed formula wider than the text column, whose right end
+  a reader does not see (it scrolls, without a visible cue);
 - ``image-alt``: an image whose alt text is missing, empty, or a file name or path;
 - ``figure-caption``: an image in a cell output without a numbered caption;
 - ``cell-stderr``, ``cell-warning``, ``cell-traceback``: warnings, errors or anything
@@ -37,6 +39,7 @@ import subprocess
 import pytest
 import yaml
 from conftest import HTML, ROOT, SCREENSHOTS
+from test_figure_legibility import figure_sizes, shrunk_figures
 
 # Where a chapter launches: Binder builds the repository at the commit the book was
 # built from; Colab opens the executed notebook from the branch the workflow publishes
@@ -188,6 +191,14 @@ DEFECTS_JS = r"""(bookTitles) => {
     }
   }
 
+  // Displayed formulas wider than the column: MathJax lets them scroll, unseen.
+  for (const formula of main.querySelectorAll('mjx-container[display="true"]')) {
+    if (formula.clientWidth > 0 && formula.scrollWidth > formula.clientWidth + 1) {
+      add("math-overflow", `${formula.scrollWidth}px in ${formula.clientWidth}px: ` +
+          (formula.closest(".math")?.textContent ?? "").trim().slice(0, 60));
+    }
+  }
+
   // Images: a real alt text, and a numbered caption for every cell output image.
   for (const img of main.querySelectorAll("img")) {
     const alt = (img.getAttribute("alt") ?? "").trim();
@@ -276,6 +287,11 @@ def test_page_renders(browser, book_url, path):
         defects = page_defects(page)
         listed = "\n".join(defects)
         assert defects == [], f"{path}: {len(defects)} rendering defects:\n{listed}"
+        # legible figures: none shrunk to fit the column (test_figure_legibility.py)
+        shrunk = shrunk_figures(figure_sizes(page), path)
+        assert shrunk == [], f"{path}: figures shrunk below their drawn size:\n" + (
+            "\n".join(shrunk)
+        )
         if is_notebook_chapter(path):
             check_downloads(page, path, book_url)
     finally:
@@ -378,6 +394,13 @@ SEEDED = {
         "code",
         CELL_CODE.format(code="x = 1  # " + "a" * 200, output=""),
     ),
+    "math-overflow": (
+        "math",
+        '<div class="math notranslate nohighlight">'
+        '<mjx-container display="true" style="display: block; overflow-x: auto; '
+        'width: 200px"><span style="display: inline-block; width: 900px">x = '
+        "a + b</span></mjx-container></div>",
+    ),
     "image-alt": (
         "figure",
         FIGURE.format(
@@ -455,6 +478,15 @@ def test_defect_check_catches_each_class(browser):
             found = page_defects(page)
             classes = sorted({defect.split(":")[0] for defect in found})
             assert classes == [kind], f"seeded {kind}, found {found}"
+    finally:
+        page.close()
+
+
+def test_figure_check_is_not_vacuous(browser, book_url):
+    """The figures of a chapter are found and measured, so the check above ran."""
+    page, _ = open_page(browser, f"{book_url}/book/attention.html")
+    try:
+        assert len(figure_sizes(page)) >= 2
     finally:
         page.close()
 

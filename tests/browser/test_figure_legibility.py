@@ -16,14 +16,13 @@ judged too small although it is not; the book saves none.
 `test_legibility_check_catches_a_shrunk_figure` seeds a synthetic page with figures
 drawn by matplotlib, one wider than the column and one that fits: the check must report
 the first and not the second, so it cannot pass by measuring nothing. It always runs.
-Then every figure of the built book is measured (the source-level twin,
-tests/test_figures.py, says without a build which chapters draw too wide).
+Every page of the built book is measured in test_book_html.py's test_page_renders,
+which has the page open anyway (the source-level twin, tests/test_figures.py, says
+without a build which chapters draw too wide).
 """
 
 import base64
 import io
-
-from test_book_html import chapter_pages
 
 VIEWPORT = {"width": 1280, "height": 800}
 MIN_SCALE = 0.9  # displayed width / natural width
@@ -51,22 +50,6 @@ FIGURES_JS = r"""(minNatural) => {
 }"""
 
 
-def open_at_reading_width(browser, url):
-    """Open a page at 1280 x 800 and wait for its images, MathJax and fonts."""
-    page = browser.new_page(viewport=VIEWPORT)
-    page.goto(url, wait_until="load")
-    page.evaluate(
-        """() => Promise.all([...document.images].map(img => {
-               img.loading = "eager";
-               return img.complete ? null : new Promise(done => {
-                   img.onload = img.onerror = done; });
-           }))"""
-    )
-    page.evaluate("() => window.MathJax?.startup?.promise ?? null")
-    page.evaluate("() => document.fonts.ready.then(() => null)")
-    return page
-
-
 def figure_sizes(page) -> list[dict]:
     """Every figure image on an open page: {src, name, natural, shown}."""
     return page.evaluate(FIGURES_JS, MIN_NATURAL)
@@ -87,24 +70,6 @@ def shrunk_figures(figures: list[dict], name: str) -> list[str]:
                 f"({scale:.2f})"
             )
     return found
-
-
-def test_no_figure_is_shrunk(browser, book_url):
-    measured, shrunk = 0, []
-    for path in chapter_pages():
-        page = open_at_reading_width(browser, f"{book_url}/{path}")
-        try:
-            figures = figure_sizes(page)
-        finally:
-            page.close()
-        measured += len(figures)
-        shrunk += shrunk_figures(figures, path)
-    assert measured > 0, "no figure measured on any page: the check checked nothing"
-    listed = "\n".join(shrunk)
-    assert shrunk == [], (
-        f"{len(shrunk)} of {measured} figures shown below {MIN_SCALE} of their width "
-        f"at {VIEWPORT['width']} px:\n{listed}"
-    )
 
 
 # --- the check of the check ----------------------------------------------------------
