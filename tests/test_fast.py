@@ -9,6 +9,8 @@ rounding, not bit for bit.
 import pytest
 import torch
 import torch.nn.functional as F
+from test_packing import CONFIGS as SHAPES
+from test_packing import SMALL, batch
 from torch.testing import assert_close
 
 from aiayn import (
@@ -20,7 +22,6 @@ from aiayn import (
     padding_mask,
     scaled_dot_product_attention,
     subsequent_mask,
-    target_mask,
 )
 from aiayn.fast.attention import (
     Kernels,
@@ -36,19 +37,6 @@ from aiayn.fast.transformer import FastTransformer, decode, encode
 
 FUSED, SHORT = Kernels(short_sequence=0), Kernels(short_sequence=32)
 KERNELS = {"fused kernel": FUSED, "short-sequence path": SHORT}
-SMALL = dict(
-    src_vocab=11, tgt_vocab=11, d_model=16, nhead=4, num_encoder_layers=2,
-    num_decoder_layers=2, dim_feedforward=32, dropout=0.0,
-)  # fmt: skip
-SHAPES = {
-    "post-LN": {},
-    "pre-LN": {"norm_first": True},
-    "d_k != d_v": {"d_k": 3, "d_v": 5},
-    "learned positions": {"positional": "learned"},
-    "two vocabularies": {"tie_weights": False, "tgt_vocab": 9},
-}
-
-
 def random_qkv(batch=2, heads=3, t=4, s=5, d_k=8, seed=0):
     generator = torch.Generator().manual_seed(seed)
     return [torch.randn(batch, heads, n, d_k, generator=generator) for n in (t, s, s)]
@@ -212,21 +200,6 @@ def test_fast_layers_are_the_reference_layers(norm_first, kernels):
 
 
 # --- the whole model ---
-
-
-def batch(src_lengths=(7, 3, 5, 1), tgt_lengths=(6, 2, 4, 3), tgt_vocab=11):
-    """src (B, 7), tgt_in, tgt_out (B, 5), their masks: random ids, then padding 0."""
-
-    def padded(lengths, length, vocab, seed):
-        generator = torch.Generator().manual_seed(seed)
-        ids = torch.randint(1, vocab, (len(lengths), length), generator=generator)
-        return ids.masked_fill(
-            torch.arange(length) >= torch.tensor(lengths)[:, None], 0
-        )
-
-    src, tgt = padded(src_lengths, 7, 11, 1), padded(tgt_lengths, 6, tgt_vocab, 2)
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-    return src, tgt_in, tgt_out, padding_mask(src, 0), target_mask(tgt_in, 0)
 
 
 def test_fast_transformer_has_the_reference_parameters_and_initial_weights():

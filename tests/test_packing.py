@@ -31,7 +31,7 @@ def padded(lengths: list[int], length: int, vocab: int, seed: int) -> torch.Tens
     return tokens.masked_fill(torch.arange(length) >= torch.tensor(lengths)[:, None], 0)
 
 
-def batch(src_lengths, tgt_lengths, tgt_vocab=11):
+def batch(src_lengths=(7, 3, 5, 1), tgt_lengths=(6, 2, 4, 3), tgt_vocab=11):
     src = padded(src_lengths, 7, 11, seed=1)
     tgt = padded(tgt_lengths, 6, tgt_vocab, seed=2)  # (B, T + 1)
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]

@@ -244,3 +244,16 @@ def test_predict_decodes_as_the_task_says(monkeypatch):
     assert [rule for _, _, rule in calls] == [False, True]
     assert copy.decoding == Decoding()
     assert get_task("parse").decoding.extra_length == 300
+
+
+def test_the_registry_names_every_task_where_it_is_defined():
+    """TASK_MODULES and the modules' own TASKS name the same tasks: none missing."""
+    from importlib import import_module
+
+    defined = {
+        name: module
+        for module in set(tasks.TASK_MODULES.values())
+        for name in import_module(module).TASKS
+    }
+    assert defined == tasks.TASK_MODULES
+    assert all(tasks.get_task(name).name == name for name in tasks.TASK_NAMES)

@@ -32,13 +32,9 @@ TASK_MODULES = {
     "parse": "aiayn.tasks.parsing",
 }
 TASK_NAMES = tuple(TASK_MODULES)
-# tasks added by name at run time (add_task), before the tasks of TASK_MODULES
+# tasks of your own, by name (``ADDED_TASKS[task.name] = task``): get_task, and so
+# training, evaluation and the CLI, find them before the tasks of TASK_MODULES
 ADDED_TASKS: dict[str, Task] = {}
-
-
-def add_task(task: Task) -> None:
-    """Make ``task`` known by its name: training, evaluation and the CLI find it."""
-    ADDED_TASKS[task.name] = task
 
 
 def get_task(name: str) -> Task:
@@ -63,7 +59,6 @@ __all__ = [
     "Task",
     "Tokenizer",
     "TrainingDefaults",
-    "add_task",
     "get_task",
     "held_out_sources",
     "held_out_split",

@@ -26,7 +26,7 @@ class Preset:
 
 # TrainConfig()'s defaults before short training sources (uniform_length_share) and
 # held-out sources of every length: what the CPU sweep chose, and what
-# book/measurements/previous_defaults/ trained (evaluated on length 10 alone)
+# src/aiayn/book/measurements/previous_defaults/ trained (evaluated on length 10 alone)
 PREVIOUS_DEFAULTS = MappingProxyType(
     dict(uniform_length_share=0.0, steps=8000, target_exact_match=0.995)
 )
@@ -59,8 +59,8 @@ PRESETS = {
     ),
     # the defaults before short sources ("Time to accuracy")
     "previous-defaults": Preset("reverse-repeats", PREVIOUS_DEFAULTS),
-    # the defaults before the CPU sweep (book/measurements/tta_cpu_sweep.py): what its
-    # variants change, and what the stored GPU runs trained
+    # the defaults before the CPU sweep (aiayn/book/measurements/tta_cpu_sweep.py):
+    # what its variants change, and what the stored GPU runs trained
     "earlier-defaults": Preset(
         "reverse-repeats",
         MappingProxyType(
