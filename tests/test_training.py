@@ -2,19 +2,27 @@
 
 import dataclasses
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.evaluation import evaluate
+from aiayn.evaluation import evaluate, predict
 from aiayn.model.transformer import TransformerConfig
-from aiayn.tasks import DIGIT_TOKENIZER, get_task, held_out_sources
-from aiayn.tasks.training_data import FEW_DIGITS_MAX, training_sources
+from aiayn.tasks import DIGIT_TOKENIZER, get_task, held_out_sources, make_batch
+from aiayn.tasks.digits import FEW_DIGITS_MAX
 from aiayn.train.checkpoints import load_checkpoint, save_checkpoint
-from aiayn.train.config import TrainConfig, device_available, toy_model_config
+from aiayn.train.config import (
+    TrainConfig,
+    changed_config,
+    device_available,
+    task_config,
+    toy_model_config,
+)
 from aiayn.train.loop import read_metrics, train, train_step
 from aiayn.train.loss import label_smoothed_loss
+from aiayn.train.run import train_on_task
 from aiayn.train.schedule import learning_rate
 from aiayn.train.state import new_run
 
@@ -22,11 +30,17 @@ PAD_ID, EOS_ID = DIGIT_TOKENIZER.pad_id, DIGIT_TOKENIZER.eos_id
 SHAPE = dict(
     d_model=32, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64
 )
+MOVING_DIGITS_SHAPE = dict(num_encoder_layers=1, num_decoder_layers=1)
 TINY = dict(
     model_config=toy_model_config("reverse-repeats", **SHAPE),
-    batch_size=16,
+    task_options={"batch_size": 16},
     eval_size=20,
 )
+
+
+def step(state):
+    """One training step on the run's task's next batch."""
+    return train_step(state, state.task.training_batch(state.data_rng))
 
 
 def test_learning_rate_peaks_at_warmup_with_the_value_of_eq3():
@@ -74,7 +88,7 @@ def test_smoothed_loss_is_finite_even_for_certain_wrong_predictions():
 def test_same_seed_same_losses():
     losses = []
     for _ in range(2):
-        state = train(
+        state = train_on_task(
             new_run(TrainConfig(steps=6, eval_every=6, **TINY)), progress=False
         )
         losses.append([r["loss"] for r in state.history])
@@ -92,31 +106,31 @@ def test_foreach_adam_and_clipping_give_the_per_parameter_loop_s_weights_exactly
     assert fast.optimizer.defaults["foreach"] is True
     clip = torch.nn.utils.clip_grad_norm_
     for _ in range(config.steps):
-        train_step(fast)
+        step(fast)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(
                 torch.nn.utils,
                 "clip_grad_norm_",
                 lambda params, norm, foreach: clip(params, norm, foreach=False),
             )
-            train_step(looped)
+            step(looped)
     for a, b in zip(fast.model.parameters(), looped.model.parameters(), strict=True):
         assert torch.equal(a, b)
 
 
 def test_checkpoint_resume_continues_exactly(tmp_path):
     config = dict(steps=8, eval_every=4, **TINY)
-    straight = train(new_run(TrainConfig(**config)), progress=False)
+    straight = train_on_task(new_run(TrainConfig(**config)), progress=False)
     half = new_run(TrainConfig(**{**config, "steps": 4}))
-    train(half, checkpoint=tmp_path / "run.pt", progress=False)
+    train_on_task(half, checkpoint=tmp_path / "run.pt", progress=False)
     resumed = load_checkpoint(tmp_path / "run.pt")
     resumed.config.steps = 8
-    train(resumed, progress=False)
+    train_on_task(resumed, progress=False)
     assert [r["loss"] for r in resumed.history] == [r["loss"] for r in straight.history]
 
 
 def test_checkpoint_holds_what_prediction_needs(tmp_path):
-    state = train(
+    state = train_on_task(
         new_run(TrainConfig(steps=2, eval_every=2, **TINY)),
         tmp_path / "r.pt",
         progress=False,
@@ -140,7 +154,8 @@ def test_checkpoint_holds_what_prediction_needs(tmp_path):
 
 def test_a_checkpoint_saved_before_model_config_was_named_so_loads(tmp_path):
     """Older checkpoints keep the model's TransformerConfig under "model"."""
-    state = train(new_run(TrainConfig(steps=2, **TINY)), tmp_path / "r.pt", False)
+    run = new_run(TrainConfig(steps=2, **TINY))
+    state = train_on_task(run, tmp_path / "r.pt", False)
     saved = torch.load(tmp_path / "r.pt", weights_only=True)
     saved["config"]["model"] = saved["config"].pop("model_config")
     torch.save(saved, tmp_path / "old.pt")
@@ -200,7 +215,7 @@ def test_evaluate_reports_fractions():
 
 def test_training_records_keep_training_and_validation_scores_apart():
     config = TrainConfig(steps=4, eval_every=2, **TINY)
-    history = train(new_run(config), progress=False).history
+    history = train_on_task(new_run(config), progress=False).history
     assert set(history[0]) == {"step", "loss", "train_token_accuracy", "lr"}
     assert set(history[1]) == {
         "step",
@@ -229,7 +244,7 @@ def test_load_or_train_reuses_resumes_or_retrains(tmp_path):
     )  # another seed: from scratch
     interrupted = new_run(config)
     for _ in range(3):
-        interrupted.history.append(train_step(interrupted))
+        interrupted.history.append(step(interrupted))
     interrupted.history[0]["loss"] = -1.0  # a mark that only a resumed run keeps
     save_checkpoint(interrupted, path)
     resumed = load_or_train(
@@ -243,7 +258,7 @@ def test_load_or_train_reuses_resumes_or_retrains(tmp_path):
 
 def test_training_stops_once_the_target_is_reached():
     config = TrainConfig(steps=50, eval_every=2, target_exact_match=0.0, **TINY)
-    state = train(new_run(config), progress=False)
+    state = train_on_task(new_run(config), progress=False)
     assert state.step == 2 and state.finished
 
 
@@ -251,7 +266,7 @@ def test_snapshots_are_capped_and_averaged():
     config = TrainConfig(
         steps=12, eval_every=12, snapshot_every=2, average_last=3, **TINY
     )
-    state = train(new_run(config), progress=False)
+    state = train_on_task(new_run(config), progress=False)
     assert len(state.snapshots) == 3  # snapshots at steps 8, 10 and 12
     averaged = state.averaged_model()
     name = "encoder.layers.0.feed_forward.linear1.weight"
@@ -273,25 +288,36 @@ def test_a_checkpoint_rebuilds_the_whole_transformer_config(tmp_path):
         "reverse-repeats", **SHAPE, norm_first=True, positional="learned", d_k=8
     )
     config = TrainConfig(
-        model_config=model, steps=2, eval_every=2, batch_size=4, eval_size=4
+        model_config=model,
+        task_options={"batch_size": 4},
+        steps=2,
+        eval_every=2,
+        eval_size=4,
     )
-    state = train(new_run(config), tmp_path / "r.pt", progress=False)
+    state = train_on_task(new_run(config), tmp_path / "r.pt", progress=False)
     restored = load_checkpoint(tmp_path / "r.pt")
     assert restored.model.config == model == state.model.config
     assert restored.config == config
 
 
 def test_the_model_takes_its_vocabulary_sizes_from_the_task():
-    config = TrainConfig(task="copy")
-    task = get_task("copy")
-    assert config.model_config == toy_model_config(task)
+    config = task_config("reverse")
+    task = get_task("reverse")
+    assert config.model_config == toy_model_config(task, **MOVING_DIGITS_SHAPE)
     assert config.model_config.src_vocab == len(task.src_tokenizer) == 14
     assert config.model_config.max_positions == 2 * task.longest_sequence == 22
-    with pytest.raises(ValueError, match="tgt_vocab=10, but task copy has 14"):
-        TrainConfig(
-            task="copy",
-            model_config=dataclasses.replace(config.model_config, tgt_vocab=10),
-        )
+    wrong = dataclasses.replace(config, model_config=replace(config.model_config,
+                                                             tgt_vocab=10))  # fmt: skip
+    with pytest.raises(ValueError, match="tgt_vocab=10, but task reverse has 14"):
+        new_run(wrong)
+
+
+def test_a_config_is_plain_data_that_builds_nothing(monkeypatch):
+    import aiayn.train.config as config_module
+
+    monkeypatch.setattr(config_module, "get_task", lambda *_, **__: pytest.fail())
+    config = TrainConfig(task="en-de", task_options={"max_tokens": 900})
+    assert config.task_options == {"max_tokens": 900}
 
 
 def test_each_concept_lives_in_its_own_module():
@@ -306,16 +332,18 @@ def test_each_concept_lives_in_its_own_module():
 
 
 def test_few_digit_sources_use_few_digits_and_come_in_the_share_asked_for():
-    task = get_task("reverse-repeats")
-    drawn = training_sources(task, 4000, torch.Generator().manual_seed(0), 4.0, 0.5)
-    ten_digits = [s for s in drawn if len(s.split()) == 10]
-    few = sum(len(set(s.split())) <= FEW_DIGITS_MAX for s in ten_digits)
-    # a source of ten uniform digits uses at most 5 of them in about 1.6% of cases
-    assert 0.45 < few / len(ten_digits) < 0.55
-    plain = training_sources(task, 4000, torch.Generator().manual_seed(0), 4.0)
-    assert plain == training_sources(
-        task, 4000, torch.Generator().manual_seed(0), 4.0, 0.0
-    )
+    def few_digit_share(task):
+        drawn = task.training_sources(torch.Generator().manual_seed(0))
+        ten_digits = [s for s in drawn if len(s.split()) == 10]
+        few = sum(len(set(s.split())) <= FEW_DIGITS_MAX for s in ten_digits)
+        return few / len(ten_digits)
+
+    # ten uniform digits use at most 5 of them in about 14.5% of cases
+    plain = few_digit_share(get_task("copy", batch_size=4000, few_digits_share=0.0))
+    assert 0.10 < plain < 0.19
+    # half drawn from a few digits, and 14.5% of the other half
+    half = few_digit_share(get_task("copy", batch_size=4000, few_digits_share=0.5))
+    assert abs(half - (0.5 + 0.5 * plain)) < 0.05
 
 
 def test_digit_task_samples_from_a_random_set_of_digits():
@@ -329,15 +357,48 @@ def test_digit_task_samples_from_a_random_set_of_digits():
     assert {s.split()[0] for s in ones} == set("0123456789")
 
 
-def test_few_digits_share_defaults_by_task_and_is_checked():
-    assert TrainConfig().few_digits_share == 0.5  # a digit task
+def test_training_options_belong_to_the_task_and_are_checked():
+    assert get_task("reverse-repeats").few_digits_share == 0.5
     with pytest.raises(ValueError, match="few_digits_share=1.5 is not a share"):
-        TrainConfig(few_digits_share=1.5)
+        changed_config(TrainConfig(), {"few_digits_share": 1.5})
+    with pytest.raises(ValueError, match="nor training option of task copy"):
+        changed_config(task_config("copy"), {"max_tokens": 100})
+    with pytest.raises(ValueError, match="no training option max_tokens"):
+        get_task("parse", max_tokens=100)
+
+
+def test_the_loop_trains_on_any_batches_and_knows_no_task():
+    """``train`` takes an iterator of batches: here one fixed batch, no validation."""
+    state = new_run(TrainConfig(steps=3, **TINY))
+    batch = make_batch(get_task("copy"), ["1 2 3", "4 5"])
+    seen = []
+
+    def batches():
+        while True:
+            seen.append(1)
+            yield batch
+
+    train(state, batches(), progress=False)
+    assert state.step == 3 and len(seen) == 3
+    assert all("val_exact_match" not in r for r in state.history)
+
+
+def test_predict_reads_only_the_sources_and_restores_the_mode(monkeypatch):
+    state = new_run(TrainConfig(**TINY))
+    task = get_task("reverse-repeats")
+    monkeypatch.setattr(type(task), "target", lambda *_: pytest.fail("read a target"))
+    for mode in (True, False):
+        state.model.train(mode)
+        outputs = predict(state.model, task, ["1 2 3", "4 5 6 7 8 9 1 2 3 4"])
+        assert state.model.training is mode
+        # at most the source's length + extra_length tokens, the end token included
+        lengths = [len(o.split()) for o in outputs]
+        assert lengths[0] <= 3 + 2 - 1 and lengths[1] <= 10 + 2 - 1
 
 
 def test_read_metrics_turns_a_step_s_tensors_into_floats():
     state = new_run(TrainConfig(**TINY))
-    records = [train_step(state) for _ in range(2)]
+    records = [step(state) for _ in range(2)]
     assert isinstance(records[0]["loss"], torch.Tensor)
     read_metrics(records)
     assert all(
@@ -356,12 +417,12 @@ def test_a_device_without_foreach_kernels_trains_as_the_cpu_does(monkeypatch):
     config = TrainConfig(steps=3, **TINY)
     with_kernels = new_run(config)
     for _ in range(config.steps):
-        train_step(with_kernels)
+        step(with_kernels)
     monkeypatch.setattr(clip_grad, "_device_has_foreach_support", lambda *_: False)
     monkeypatch.setattr(clip_grad, "_has_foreach_support", lambda *_: False)
     without = new_run(config)
     for _ in range(config.steps):
-        train_step(without)
+        step(without)
     pairs = zip(
         with_kernels.model.parameters(), without.model.parameters(), strict=True
     )
@@ -375,7 +436,7 @@ def test_a_checkpoint_from_a_device_this_machine_lacks_loads_on_the_cpu(
     if device_available(device):
         pytest.skip(f"this machine has {device}")
     state = new_run(TrainConfig(steps=1, **TINY))
-    train_step(state)
+    step(state)
     save_checkpoint(state, tmp_path / "run.pt")
     saved = torch.load(tmp_path / "run.pt", weights_only=True)
     saved["config"]["device"] = device  # as if trained there

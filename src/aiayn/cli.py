@@ -17,8 +17,9 @@ exit status 130 or 143 (128 + the signal's number, as a shell reports a program 
 by it). The same command with --resume continues it, bit for bit as if it had never
 stopped.
 
-Under torchrun, `train` runs on N processes (aiayn.train.distributed), each on
---batch-size sources: a global batch of N x --batch-size per step.
+Under torchrun, `train` runs on N processes (aiayn.train.distributed), each on a
+batch of its own (of --batch-size sources): a global batch of N x --batch-size per
+step.
 
     torchrun --nproc_per_node=2 -m aiayn train --device cpu --out runs/two.pt
 
@@ -43,20 +44,19 @@ from aiayn.evaluation import evaluate, predict
 from aiayn.tasks import HELD_OUT_SEEDS, TASK_NAMES, Task, get_task, held_out_sources
 from aiayn.train import distributed
 from aiayn.train.checkpoints import VocabularyMismatch, load_checkpoint
-from aiayn.train.config import TrainConfig, device_available, task_config
-from aiayn.train.loop import TrainingInterrupted, train
+from aiayn.train.config import (
+    TrainConfig,
+    changed_config,
+    device_available,
+    task_config,
+)
+from aiayn.train.loop import TrainingInterrupted
+from aiayn.train.run import train_on_task
 from aiayn.train.state import TrainState, new_run
 
-# define the run
-KEPT_ON_RESUME = (
-    "task",
-    "seed",
-    "batch_size",
-    "max_tokens",
-    "eval_size",
-    "device",
-    "cuda_graph",
-)
+# define the run: settings of the run (TrainConfig), and the task's training options
+KEPT_ON_RESUME = ("task", "seed", "eval_size", "device", "cuda_graph")
+TASK_OPTIONS = ("batch_size", "max_tokens")
 CHANGED_ON_RESUME = ("steps", "target_exact_match")  # extend it
 
 
@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 def add_train_command(commands: argparse._SubParsersAction) -> None:
     """`train`: its options default to None, so that a resumed run keeps its own."""
     defaults = TrainConfig()
+    default_task = get_task(defaults.task)
     p = commands.add_parser(
         "train",
         help="train a model on a toy task",
@@ -138,13 +139,15 @@ def add_train_command(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, help=f"random seed (default {defaults.seed})")
     p.add_argument(
-        "--batch-size", type=positive_int, help=f"default {defaults.batch_size}"
+        "--batch-size",
+        type=positive_int,
+        help=f"sources per batch, for the toy tasks and parse (default "
+        f"{default_task.batch_size} for {default_task.name})",
     )
     p.add_argument(
         "--max-tokens",
         type=positive_int,
-        help="a token budget per batch instead of --batch-size (default: the "
-        "translation tasks' own)",
+        help="the translation tasks' token budget per batch (default: theirs)",
     )
     p.add_argument(
         "--device", help="cpu, cuda, cuda:N or mps (default: cuda if available)"
@@ -154,7 +157,7 @@ def add_train_command(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         default=None,
         help="on a GPU, replay each step's forward and backward pass from a CUDA "
-        "graph (faster for small models; one process, batches of --batch-size)",
+        "graph (faster for small models; one process, batches of one size)",
     )
     p.add_argument(
         "--eval-size",
@@ -258,7 +261,7 @@ def run_train(args: argparse.Namespace) -> int:
         if state.world_size > 1 and is_rank_0():
             print(f"training on {global_batch(state)}", file=sys.stderr)
         try:
-            train(state, checkpoint=args.out, progress=not args.quiet)
+            train_on_task(state, checkpoint=args.out, progress=not args.quiet)
         except TrainingInterrupted as stop:
             if is_rank_0():
                 print(
@@ -317,8 +320,11 @@ def locked_by_rank_0(path: Path) -> Iterator[None]:
 
 def global_batch(state: TrainState) -> str:
     """'2 processes (gloo), a global batch of 2 x 8 = 16 sources'."""
-    n, b = state.world_size, state.config.batch_size
+    n, task = state.world_size, state.task
     backend = distributed.backend_for(state.config.device)
+    if "batch_size" not in task.TRAINING_OPTIONS:  # a token budget per process
+        return f"{n} processes ({backend}), a global batch of {n} of the task's"
+    b = task.batch_size
     return f"{n} processes ({backend}), a global batch of {n} x {b} = {n * b} sources"
 
 
@@ -392,9 +398,14 @@ def fresh_run(args: argparse.Namespace) -> TrainState:
         )
     options = {name: getattr(args, name) for name in KEPT_ON_RESUME + CHANGED_ON_RESUME}
     given = {name: value for name, value in options.items() if value is not None}
+    task_options = {
+        name: getattr(args, name)
+        for name in TASK_OPTIONS
+        if getattr(args, name) is not None
+    }
     try:  # the task's own defaults (the translation chapter's), then the options
         config = task_config(given.pop("task", TrainConfig.task), **given)
-        return new_run(config)
+        return new_run(changed_config(config, task_options))
     except ValueError as error:
         raise UsageError(str(error)) from None
 
@@ -403,8 +414,8 @@ def resumed_run(args: argparse.Namespace) -> TrainState:
     state = open_checkpoint(args.out)
     if state.world_size != distributed.world_size():  # in a process group: see there
         raise UsageError(distributed.world_size_error(args.out, state.world_size))
-    for name in KEPT_ON_RESUME:
-        given, saved = getattr(args, name), getattr(state.config, name)
+    for name in KEPT_ON_RESUME + TASK_OPTIONS:
+        given, saved = getattr(args, name), run_setting(state, name)
         if given is not None and given != saved:
             raise UsageError(
                 f"--{name.replace('_', '-')} {given} conflicts with {saved} in "
@@ -420,6 +431,15 @@ def resumed_run(args: argparse.Namespace) -> TrainState:
     if is_rank_0():
         print(f"resuming {args.out} at step {state.step}", file=sys.stderr)
     return state
+
+
+def run_setting(state: TrainState, name: str) -> object:
+    """A setting of the run: of its configuration, or a training option of its task
+    (None if the task has no such option)."""
+    if name in TASK_OPTIONS:
+        task = state.task
+        return getattr(task, name) if name in task.TRAINING_OPTIONS else None
+    return getattr(state.config, name)
 
 
 def summary(state: TrainState, out: Path) -> str:
@@ -484,9 +504,7 @@ def decoding_name(args: argparse.Namespace, task: Task) -> str:
     else:
         rule = "k finished" if task.decoding.stop_at_k_finished else "no better beam"
         name = f"beam search, beam {args.beam}, alpha {args.alpha}, stops at {rule}"
-    if task.decoding.extra_length is not None:
-        name += f", outputs up to input length + {task.decoding.extra_length}"
-    return name
+    return f"{name}, outputs up to input length + {task.decoding.extra_length}"
 
 
 def standard_input_lines() -> list[str]:

@@ -1,10 +1,26 @@
 """Evaluation: predictions as text, decoded and scored as their task says."""
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
+from torch import nn
 
 from aiayn.decoding import beam_search, greedy_decode
 from aiayn.model.transformer import Transformer
-from aiayn.tasks import Decoding, Task, make_batch
+from aiayn.tasks import Decoding, Task, source_ids
+
+
+@contextlib.contextmanager
+def evaluation_mode(model: nn.Module) -> Iterator[None]:
+    """The model in eval mode (no dropout) within the block, then back in the mode
+    it was in."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 @torch.no_grad()
@@ -19,57 +35,58 @@ def predict(
     decoding: Decoding | None = None,
 ) -> list[str]:
     """Predictions for source texts, as target texts: greedy, or with ``beam_size`` > 1
-    beam search with length penalty ``alpha``.
+    beam search with length penalty ``alpha``. Only the sources are read: no answer
+    is needed. The model decodes in eval mode, and is left in the mode it was in.
 
     ``decoding`` (by default the task's own, ``task.decoding``) bounds the outputs and
-    chooses beam search's stopping rule. Without an ``extra_length``, each batch
-    decodes at most one token more than its longest target and end token. With one,
-    each output may grow to its source's length + ``extra_length`` tokens: sources of
-    one length are then decoded together, so that one limit fits the batch.
+    chooses beam search's stopping rule: each output, its end token included, may
+    grow to its source's length + ``extra_length`` tokens. Greedy decoding decodes a
+    batch to its longest source's bound and cuts each output at its own (each row is
+    decoded alone, so that is the same output). Beam search decodes sources of one
+    length together, so that one bound fits the batch.
     """
     decoding = task.decoding if decoding is None else decoding
-    extra_length = decoding.extra_length
-    model.eval()
     device = next(model.parameters()).device
     target = task.tgt_tokenizer
+    ids = (task.src_tokenizer.pad_id, target.bos_id, target.eos_id)
     predictions = [""] * len(sources)
-    for group in same_limit_groups(task, sources, extra_length is not None):
-        for start in range(0, len(group), batch_size):
-            chunk = group[start : start + batch_size]
-            batch = make_batch(task, [sources[i] for i in chunk]).to(device)
-            if extra_length is None:
-                max_len = batch.tgt_out.size(1) + 1  # target length + end token, + 1
-            else:
-                max_len = batch.src.size(1) - 1 + extra_length  # </s> not counted
-            ids = (batch.src_pad_id, target.bos_id, target.eos_id)
+    with evaluation_mode(model):
+        for chunk in decoding_batches(task, sources, batch_size, beam_size > 1):
+            src = source_ids(task, [sources[i] for i in chunk]).to(device)  # (B, S)
+            limits = (src != ids[0]).sum(dim=1) - 1 + decoding.extra_length  # (B,)
+            max_len = int(limits.max())
             if beam_size == 1:
-                output = greedy_decode(model, batch.src, *ids, max_len)
+                output = greedy_decode(model, src, *ids, max_len)
             else:
                 output = beam_search(
                     model,
-                    batch.src,
+                    src,
                     *ids,
                     max_len,
                     beam_size=beam_size,
                     alpha=alpha,
                     stop_at_k_finished=decoding.stop_at_k_finished,
                 )
-            for i, row in zip(chunk, output.tolist(), strict=True):
-                predictions[i] = target.decode(row)
+            rows = zip(chunk, output.tolist(), limits.tolist(), strict=True)
+            for i, row, limit in rows:
+                predictions[i] = target.decode(row[:limit])
     return predictions
 
 
-def same_limit_groups(
-    task: Task, sources: list[str], by_length: bool
+def decoding_batches(
+    task: Task, sources: list[str], batch_size: int, by_length: bool
 ) -> list[list[int]]:
-    """Indices of ``sources`` in decoding groups: all of them in one group, or, with
-    ``by_length``, one group per source length, in order of first appearance."""
-    if not by_length:
-        return [list(range(len(sources)))]
+    """Indices of ``sources`` in batches of at most ``batch_size``: in order, or,
+    with ``by_length``, each batch of sources of one length."""
     groups: dict[int, list[int]] = {}
     for i, source in enumerate(sources):
-        groups.setdefault(len(task.src_tokenizer.encode(source)), []).append(i)
-    return list(groups.values())
+        length = len(task.src_tokenizer.encode(source)) if by_length else 0
+        groups.setdefault(length, []).append(i)
+    return [
+        group[start : start + batch_size]
+        for group in groups.values()
+        for start in range(0, len(group), batch_size)
+    ]
 
 
 @torch.no_grad()

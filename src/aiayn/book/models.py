@@ -23,8 +23,8 @@ import torch
 
 from aiayn.train.checkpoints import load_checkpoint
 from aiayn.train.config import TrainConfig
-from aiayn.train.loop import train
 from aiayn.train.presets import preset_config
+from aiayn.train.run import train_on_task
 from aiayn.train.state import TrainState, new_run
 
 # Benchmarks too slow for a build, run once: their harnesses and results, which the
@@ -84,7 +84,7 @@ def load_or_train(
     state = load_checkpoint(path) if path.is_file() else None
     if state is None or state.config != config:
         state = new_run(config)
-    return train(state, checkpoint=path, progress=progress)
+    return train_on_task(state, checkpoint=path, progress=progress)
 
 
 def book_model(name: str, runs: Path = RUNS, progress: bool = False) -> TrainState:

@@ -6,6 +6,7 @@ in a dict ``TASKS``; ``get_task(name)`` imports a task's module only when the ta
 asked for, so that a digit task never loads the translation task's libraries.
 """
 
+from functools import cache
 from importlib import import_module
 
 from aiayn.tasks.base import (
@@ -19,6 +20,7 @@ from aiayn.tasks.base import (
     held_out_split,
     make_batch,
     pad_sequences,
+    source_ids,
 )
 from aiayn.tasks.digits import DIGIT_TOKENIZER, DigitTask, reverse_repeats
 
@@ -37,14 +39,22 @@ TASK_NAMES = tuple(TASK_MODULES)
 ADDED_TASKS: dict[str, Task] = {}
 
 
-def get_task(name: str) -> Task:
-    """The task called ``name``; a ValueError lists the known ones otherwise."""
+def get_task(name: str, **options: object) -> Task:
+    """The task called ``name``, with these training options changed
+    (``Task.with_options``); a ValueError lists the known tasks otherwise."""
     if name in ADDED_TASKS:
-        return ADDED_TASKS[name]
+        return ADDED_TASKS[name].with_options(**options)
     if name not in TASK_MODULES:
         known = ", ".join([*TASK_MODULES, *ADDED_TASKS])
         raise ValueError(f"unknown task {name!r}: choose one of {known}")
-    return import_module(TASK_MODULES[name]).TASKS[name]
+    return task_with_options(name, tuple(sorted(options.items())))
+
+
+@cache
+def task_with_options(name: str, options: tuple[tuple[str, object], ...]) -> Task:
+    """One object per task and options: what a task learns once (the translation
+    tasks' vocabulary) is learnt once."""
+    return import_module(TASK_MODULES[name]).TASKS[name].with_options(**dict(options))
 
 
 __all__ = [
@@ -65,4 +75,5 @@ __all__ = [
     "make_batch",
     "pad_sequences",
     "reverse_repeats",
+    "source_ids",
 ]

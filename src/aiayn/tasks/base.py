@@ -21,9 +21,10 @@ reversal starts there).
 
 import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -102,16 +103,25 @@ class Tokenizer:
 class Decoding:
     """How a task's outputs are decoded, greedily or by beam search.
 
-    ``extra_length``: an output may grow to its source's length + this many tokens, as
-    the paper bounds its outputs (input + 50; input + 300 for parsing); None: one token
-    more than the longest target of its batch. ``stop_at_k_finished``: beam search
-    also stops a source once k of its hypotheses have ended (fairseq's rule) instead
-    of only when no beam can still beat its best finished one (tensor2tensor's, the
-    paper's authors'); see ``aiayn.decoding.beam_search``.
+    ``extra_length``: an output, its end token included, may grow to its source's
+    length (in tokens, without the end token) + this many tokens, as the paper bounds
+    its outputs: input + 50 for translation (§6.1, the default here), input + 300 for
+    parsing (§6.3). The bound needs only the source, never the answer.
+    ``stop_at_k_finished``: beam search also stops a source once k of its hypotheses
+    have ended (fairseq's rule) instead of only when no beam can still beat its best
+    finished one (tensor2tensor's, the paper's authors'); see
+    ``aiayn.decoding.beam_search``.
     """
 
-    extra_length: int | None = None
+    extra_length: int = 50
     stop_at_k_finished: bool = False
+
+    def __post_init__(self):
+        if self.extra_length < 1:
+            raise ValueError(
+                f"extra_length={self.extra_length}: an output needs room for its "
+                "end token"
+            )
 
 
 @dataclass(frozen=True)
@@ -119,15 +129,12 @@ class TrainingDefaults:
     """A task's own training settings: changes to TrainConfig's defaults, each None
     where the task keeps the default (``aiayn.train.config.task_config`` applies them).
 
-    The last three change the toy model's shape (``toy_model_config``).
+    The last three change the toy model's shape (``toy_model_config``). How the
+    task's training batches are drawn is not here: it is the task's own
+    (``Task.training_batch`` and the task's ``TRAINING_OPTIONS``).
     """
 
     steps: int | None = None
-    batch_size: int | None = None
-    max_tokens: int | None = None
-    length_power: float | None = None
-    uniform_length_share: float | None = None
-    few_digits_share: float | None = None
     warmup_steps: int | None = None
     lr_factor: float | None = None
     snapshot_every: int | None = None
@@ -157,24 +164,22 @@ class TrainingDefaults:
         }
 
 
-# draws a training batch from (length, digits, count) groups (``source_groups``)
-NumberBatchDrawer = Callable[[list[tuple[int, int, int]], torch.Generator], "Batch"]
-
-
 class Task(ABC):
     """A source of (source, target) text pairs, with a tokenizer for each side, and
-    the task's own rules: how to train on it, decode it and score it.
+    the task's own rules: how to draw its training batches, decode it and score it.
 
     ``src_tokenizer`` reads the sources, ``tgt_tokenizer`` the targets; they are one
     object when the two sides share a vocabulary. ``source_lengths`` are the lengths,
     in source tokens, that ``sample`` draws. ``held_out_length`` is the length of the
     validation and test sources (None: lengths as ``sample`` draws them), and
     ``longest_sequence`` the most token ids a source or target has, end token included.
-    ``train_defaults`` are the task's changes to TrainConfig's defaults
-    (``aiayn.train.config.task_config``), ``decoding`` how its outputs are decoded,
-    and ``scores`` what an evaluation reports. ``draws_few_digits``: whether
-    ``sample`` takes ``digits=k`` (sources drawn from a few digits);
-    ``draws_budget_batches``: whether ``budget_batch`` draws batches by a token budget.
+
+    ``training_batch`` draws one training batch; how (how many sources, of which
+    lengths, by a token budget) is the task's own, set by its fields named in
+    ``TRAINING_OPTIONS`` (``with_options`` changes them). ``train_defaults`` are the
+    task's changes to TrainConfig's defaults (``aiayn.train.config.task_config``),
+    ``decoding`` how its outputs are decoded, and ``scores`` what an evaluation
+    reports.
     """
 
     name: str
@@ -186,8 +191,7 @@ class Task(ABC):
     longest_sequence: int
     train_defaults: TrainingDefaults = TrainingDefaults()
     decoding: Decoding = Decoding()
-    draws_few_digits: bool = False
-    draws_budget_batches: bool = False
+    TRAINING_OPTIONS: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def target(self, source: str) -> str:
@@ -199,6 +203,28 @@ class Task(ABC):
     ) -> list[str]:
         """n random sources, of ``length`` tokens if given, drawn from ``generator``."""
 
+    @abstractmethod
+    def training_batch(self, generator: torch.Generator) -> "Batch":
+        """One random training batch, drawn from ``generator`` alone: the same
+        generator state gives the same batch (so a saved run resumes exactly)."""
+
+    def training_batches(self, generator: torch.Generator) -> Iterator["Batch"]:
+        """Training batches without end, each drawn when it is asked for."""
+        while True:
+            yield self.training_batch(generator)
+
+    def with_options(self, **options: object) -> "Task":
+        """This task with other training options (fields named in TRAINING_OPTIONS);
+        a ValueError names an option the task does not have."""
+        unknown = sorted(set(options) - set(self.TRAINING_OPTIONS))
+        if unknown:
+            have = ", ".join(self.TRAINING_OPTIONS) or "none"
+            raise ValueError(
+                f"task {self.name} has no training option {', '.join(unknown)} "
+                f"(its options: {have})"
+            )
+        return replace(self, **options) if options else self
+
     def check_source(self, source: str) -> None:
         """Raise a ValueError, saying why, if ``source`` is not text the task reads."""
         self.src_tokenizer.encode(source)
@@ -208,17 +234,6 @@ class Task(ABC):
     ) -> list[str]:
         """n sources for the held-out splits: by default drawn as ``sample`` draws."""
         return self.sample(n, generator, length=length)
-
-    def budget_batch(self, max_tokens: int, generator: torch.Generator) -> list[str]:
-        """The sources of one training batch of at most ``max_tokens`` padded tokens a
-        side (§5.1), drawn at random: only where ``draws_budget_batches``."""
-        raise ValueError(f"task {self.name} has no token-budget batches")
-
-    def number_batch_drawer(self) -> NumberBatchDrawer | None:
-        """A faster way to draw the training batch of ``source_groups``' groups, as
-        numbers rather than text (``aiayn.tasks.digit_batches``); None: the batch is
-        ``make_batch`` of ``training_sources``."""
-        return None
 
     def scores(self, sources: list[str], predictions: list[str]) -> dict[str, float]:
         """What an evaluation reports of these predictions: here exact match and token
@@ -333,16 +348,22 @@ def pad_sequences(sequences: list[list[int]], pad_id: int) -> Tensor:
     return torch.tensor([s + [pad_id] * (longest - len(s)) for s in sequences])
 
 
+def source_ids(task: Task, sources: list[str]) -> Tensor:
+    """Source texts -> (len(sources), S) ids, each source ended by </s> (it marks
+    where the source ends) and padded: what the encoder reads."""
+    tokenizer = task.src_tokenizer
+    ids = [[*tokenizer.encode(s), tokenizer.eos_id] for s in sources]
+    return pad_sequences(ids, tokenizer.pad_id)
+
+
 def make_batch(task: Task, sources: list[str]) -> Batch:
     """Encode source texts and their targets with the task's tokenizers: a Batch."""
-    source, target = task.src_tokenizer, task.tgt_tokenizer
-    # </s> marks where the source ends
-    src = [[*source.encode(s), source.eos_id] for s in sources]
+    target = task.tgt_tokenizer
     tgt = [target.encode(task.target(s)) for s in sources]
     return Batch(
-        src=pad_sequences(src, source.pad_id),
+        src=source_ids(task, sources),
         tgt_in=pad_sequences([[target.bos_id, *t] for t in tgt], target.pad_id),
         tgt_out=pad_sequences([[*t, target.eos_id] for t in tgt], target.pad_id),
-        src_pad_id=source.pad_id,
+        src_pad_id=task.src_tokenizer.pad_id,
         tgt_pad_id=target.pad_id,
     )

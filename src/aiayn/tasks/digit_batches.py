@@ -1,9 +1,9 @@
 """The digit tasks' training batches drawn as numbers: make_batch without the text.
 
-``make_batch(task, training_sources(...))`` writes every source as text, works out its
-target with the task's rule on lists of digit strings, and reads both back as token
-ids: some tens of microseconds of Python per source. That is little beside a training
-step on a CPU, but on a GPU, once the step is one CUDA-graph replay
+``make_batch(task, task.training_sources(generator))`` writes every source as text,
+works out its target with the task's rule on lists of digit strings, and reads both
+back as token ids: some tens of microseconds of Python per source. That is little
+beside a training step on a CPU, but on a GPU, once the step is one CUDA-graph replay
 (``aiayn.train.cuda_graph``), it was most of the step. Here the same draws
 (``DigitTask.sample_digits``) stay a tensor, the rules work on the whole batch of
 digits at once (a task's ``numbers_rule``), and the batch is the one ``make_batch``
@@ -51,9 +51,9 @@ def copied(digits: Tensor, lengths: Tensor) -> Tensor:
 def digit_batch(
     task: "DigitTask", groups: list[tuple[int, int, int]], generator: torch.Generator
 ) -> Batch:
-    """The batch of ``training_sources``' sources in these (length, digits, count)
-    groups (``source_groups``), drawn as it draws them, one group after the other;
-    the targets by the task's ``numbers_rule``."""
+    """The batch of ``task.training_sources``' sources in these (length, digits,
+    count) groups (``task.training_groups``), drawn as it draws them, one group after
+    the other; the targets by the task's ``numbers_rule``."""
     tokenizer = task.src_tokenizer  # the targets' too: one vocabulary
     longest = max(length for length, _, _ in groups)
     digits = torch.cat(

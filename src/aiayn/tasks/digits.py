@@ -3,18 +3,19 @@
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
-from aiayn.tasks.base import NumberBatchDrawer, Task, Tokenizer, TrainingDefaults
+from aiayn.tasks.base import Batch, Decoding, Task, Tokenizer, TrainingDefaults
 from aiayn.tasks.digit_batches import (
     copied,
     digit_batch,
     reverse_repeats_numbers,
     reversed_within,
 )
+from aiayn.tasks.training_data import check_length_options, draw_lengths
 
 
 def reverse_repeats(digits: list[str]) -> list[str]:
@@ -34,30 +35,58 @@ def reverse_repeats(digits: list[str]) -> list[str]:
 DIGIT_TOKENIZER = Tokenizer(("<pad>", "<s>", "</s>", *"0123456789", "X"))
 
 
+FEW_DIGITS_MAX = 5  # a few-digit training source uses 1 to this many digits
+
+
 @dataclass(frozen=True)
 class DigitTask(Task):
     """A toy task: a rule from digit sequences to target sequences; one vocabulary.
 
     Held-out sources have every length, all equally likely, as ``sample`` draws them.
-    Half the training sources are drawn from a few digits (``draws_few_digits``). With
-    ``numbers_rule``, the rule on a batch of digits as numbers, training batches are
-    drawn without text (``aiayn.tasks.digit_batches``).
+    A training batch has ``batch_size`` sources whose lengths L are drawn with
+    probability ∝ L**length_power, but for a share ``uniform_length_share`` that draws
+    every length equally likely (``aiayn.tasks.training_data``): short sources, all
+    but absent under L**4, are learned too. A share ``few_digits_share`` of them draws
+    its digits from a random set of 1 to FEW_DIGITS_MAX digits instead of all ten, so
+    that long chains of one digit are common too. The batch is drawn as numbers and
+    its targets computed by ``numbers_rule``, the rule on a whole batch of digits at
+    once (``aiayn.tasks.digit_batches``): the batch ``make_batch`` builds from
+    ``training_sources``, id for id.
     """
 
     name: str
     rule: Callable[[list[str]], list[str]]
+    numbers_rule: Callable[[Tensor, Tensor], Tensor] = field(compare=False)
     description: str
     source_lengths: range = range(1, 11)
     src_tokenizer: Tokenizer = DIGIT_TOKENIZER
     tgt_tokenizer: Tokenizer = DIGIT_TOKENIZER
     held_out_length: int | None = None
     train_defaults: TrainingDefaults = field(
-        default=TrainingDefaults(few_digits_share=0.5), compare=False
+        default=TrainingDefaults(), compare=False
     )
-    numbers_rule: Callable[[Tensor, Tensor], Tensor] | None = field(
-        default=None, compare=False
+    # a target is as long as its source: room for its end token, and one more
+    decoding: Decoding = Decoding(extra_length=2)
+    # 128 sources: a step about 0.6 of one of 256, more steps, sooner at 99.9%
+    batch_size: int = 128
+    length_power: float = 4.0
+    uniform_length_share: float = 0.05
+    few_digits_share: float = 0.5
+    TRAINING_OPTIONS: ClassVar[tuple[str, ...]] = (
+        "batch_size",
+        "length_power",
+        "uniform_length_share",
+        "few_digits_share",
     )
-    draws_few_digits = True
+
+    def __post_init__(self):
+        check_length_options(self.length_power, self.uniform_length_share)
+        if not 0.0 <= self.few_digits_share <= 1.0:
+            raise ValueError(
+                f"few_digits_share={self.few_digits_share} is not a share in [0, 1]"
+            )
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size={self.batch_size} is not a positive number")
 
     @property
     def longest_sequence(self) -> int:
@@ -69,9 +98,42 @@ class DigitTask(Task):
         self.check_source(source)
         return " ".join(self.rule(source.split()))
 
-    def number_batch_drawer(self) -> NumberBatchDrawer | None:
-        """``digit_batch`` for this task, if it has a ``numbers_rule``."""
-        return None if self.numbers_rule is None else partial(digit_batch, self)
+    def training_batch(self, generator: torch.Generator) -> Batch:
+        """``make_batch(self, self.training_sources(generator))``, drawn as numbers."""
+        return digit_batch(self, self.training_groups(generator), generator)
+
+    def training_sources(self, generator: torch.Generator) -> list[str]:
+        """The sources of ``training_batch``, as text, from the same draws."""
+        sources = []
+        for length, k, count in self.training_groups(generator):
+            sources += self.sample(count, generator, length=length, digits=k)
+        return sources
+
+    def training_groups(
+        self, generator: torch.Generator
+    ) -> list[tuple[int, int, int]]:
+        """A training batch's first draws: how many of its sources have each length
+        and number of digits, as sorted (length, digits, count) (10 digits: all)."""
+        n = self.batch_size
+        lengths = draw_lengths(
+            self.source_lengths,
+            n,
+            generator,
+            self.length_power,
+            self.uniform_length_share,
+        )
+        digits = torch.full((n,), 10)
+        if self.few_digits_share > 0:
+            few = torch.rand(n, generator=generator) < self.few_digits_share
+            fewer = torch.randint(1, FEW_DIGITS_MAX + 1, (n,), generator=generator)
+            digits = torch.where(few, fewer, digits)
+        kinds, counts = torch.stack([lengths, digits], dim=1).unique(
+            dim=0, return_counts=True
+        )
+        return [
+            (*kind, count)
+            for kind, count in zip(kinds.tolist(), counts.tolist(), strict=True)
+        ]
 
     def check_source(self, source: str) -> None:
         """Reject anything but digits 0-9, saying what."""
@@ -121,7 +183,7 @@ class DigitTask(Task):
 
 # Moving digits by position needs one layer a side, and half the steps.
 MOVING_DIGITS_DEFAULTS = TrainingDefaults(
-    few_digits_share=0.5, num_encoder_layers=1, num_decoder_layers=1, steps=1000
+    num_encoder_layers=1, num_decoder_layers=1, steps=1000
 )
 
 TASKS = {
@@ -130,23 +192,23 @@ TASKS = {
         DigitTask(
             "reverse-repeats",
             reverse_repeats,
+            reverse_repeats_numbers,
             "every even-numbered occurrence of a digit becomes X, then the sequence is "
             "reversed",
-            numbers_rule=reverse_repeats_numbers,
         ),
         DigitTask(
             "copy",
             lambda digits: list(digits),
+            copied,
             "the output is the input",
             train_defaults=MOVING_DIGITS_DEFAULTS,
-            numbers_rule=copied,
         ),
         DigitTask(
             "reverse",
             lambda digits: digits[::-1],
+            reversed_within,
             "the output is the input reversed",
             train_defaults=MOVING_DIGITS_DEFAULTS,
-            numbers_rule=reversed_within,
         ),
     ]
 }

@@ -26,14 +26,22 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
 if TYPE_CHECKING:  # draw_tree's annotation only: the task itself needs no matplotlib
     from matplotlib.axes import Axes
 
-from aiayn.tasks.base import Decoding, Task, Tokenizer, TrainingDefaults
+from aiayn.tasks.base import (
+    Batch,
+    Decoding,
+    Task,
+    Tokenizer,
+    TrainingDefaults,
+    make_batch,
+)
+from aiayn.tasks.training_data import check_length_options, draw_lengths
 
 # A tree is (label, children); a leaf is (tag, word).
 Tree = tuple[str, tuple]
@@ -225,9 +233,6 @@ LONGEST_SENTENCE = 15  # words
 TRAIN_DEFAULTS = TrainingDefaults(
     # positions for the longest output: the longest sentence + 300, + <s>
     max_positions=LONGEST_SENTENCE + EXTRA_LENGTH + 1,
-    batch_size=64,
-    length_power=1.0,  # a length L with probability ∝ L
-    uniform_length_share=0.0,
     steps=520,
     warmup_steps=100,
     lr_factor=1.0,
@@ -258,6 +263,15 @@ class ParseTask(Task):
     # §6.3: "maximum output length to input length + 300"
     decoding = Decoding(extra_length=EXTRA_LENGTH)
     train_defaults = TRAIN_DEFAULTS
+    # a training batch: 64 sentences, a length L with probability ∝ L
+    batch_size: int = 64
+    length_power: float = 1.0
+    TRAINING_OPTIONS: ClassVar[tuple[str, ...]] = ("batch_size", "length_power")
+
+    def __post_init__(self):
+        check_length_options(self.length_power, 0.0)
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size={self.batch_size} is not a positive number")
 
     @property
     def longest_sequence(self) -> int:
@@ -285,6 +299,18 @@ class ParseTask(Task):
         ``source_lengths`` unless given; given its length, a sentence is drawn with
         the grammar's probabilities."""
         return self._sample(n, generator, length, held_out=False)
+
+    def training_batch(self, generator: torch.Generator) -> Batch:
+        """``batch_size`` training sentences, their lengths drawn by
+        ``length_power``, then the sentences of each length."""
+        lengths = draw_lengths(
+            self.source_lengths, self.batch_size, generator, self.length_power
+        )
+        drawn, counts = lengths.unique(return_counts=True)
+        sentences = []
+        for length, count in zip(drawn.tolist(), counts.tolist(), strict=True):
+            sentences += self.sample(count, generator, length=length)
+        return make_batch(self, sentences)
 
     def sample_held_out(
         self, n: int, generator: torch.Generator, length: int | None = None

@@ -22,6 +22,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from functools import cache, cached_property
+from typing import ClassVar
 
 import torch
 from num2words import num2words
@@ -29,7 +30,14 @@ from tokenizers import Tokenizer as BPETokenizer
 from tokenizers import models, pre_tokenizers, trainers
 from torch import nn
 
-from aiayn.tasks.base import Task, Tokenizer, TrainingDefaults, held_out_split
+from aiayn.tasks.base import (
+    Batch,
+    Task,
+    Tokenizer,
+    TrainingDefaults,
+    held_out_split,
+    make_batch,
+)
 
 LARGEST = 10**12 - 1  # the largest number of the tasks: 999,999,999,999
 MAX_DIGITS = len(str(LARGEST))
@@ -296,7 +304,10 @@ class NumberWordsTask(Task):
     train_defaults: TrainingDefaults = field(
         default=TrainingDefaults(), compare=False
     )
-    draws_budget_batches = True
+    # a training batch: corpus pairs of similar length, at most this many padded
+    # tokens a side (§5.1)
+    max_tokens: int = 1500
+    TRAINING_OPTIONS: ClassVar[tuple[str, ...]] = ("max_tokens",)
 
     def target(self, source: str) -> str:
         """'twenty-one' -> 'einundzwanzig' (en-de)."""
@@ -399,10 +410,11 @@ class NumberWordsTask(Task):
         batches = self.budget_batches(max_tokens)
         return batches[int(torch.randint(len(batches), (1,), generator=generator))]
 
-    def budget_batch(self, max_tokens: int, generator: torch.Generator) -> list[str]:
-        """The sources of one token-budget batch, drawn at random: a training step's."""
+    def training_batch(self, generator: torch.Generator) -> Batch:
+        """One of the corpus's token-budget batches, drawn at random."""
         sources = self.corpus[0]
-        return [sources[i] for i in self.budget_batch_indices(max_tokens, generator)]
+        indices = self.budget_batch_indices(self.max_tokens, generator)
+        return make_batch(self, [sources[i] for i in indices])
 
 
 # ------------------------------------------------------------- a rule-based alignment
@@ -548,13 +560,11 @@ def training_flops(
     return flops
 
 
-# The translation chapter's training, `python -m aiayn train --task en-de`'s defaults:
-# batches of at most max_tokens padded tokens a side, the learning rate of Eq. (3)
-# halved, one evaluation of the averaged snapshots at the end.
+# The translation chapter's training, `python -m aiayn train --task en-de`'s defaults
+# (its batches are the task's, of at most max_tokens padded tokens a side): the
+# learning rate of Eq. (3) halved, one evaluation of the averaged snapshots at the end.
 # The toy model's shape (toy_model_config), unchanged.
 TRAIN_DEFAULTS = TrainingDefaults(
-    max_tokens=1500,
-    uniform_length_share=0.0,  # batches come from the corpus, not drawn by length
     steps=1200,
     warmup_steps=200,
     lr_factor=0.5,

@@ -25,8 +25,8 @@ import torch
 import torch.distributed as dist
 
 from aiayn.train import distributed
-from aiayn.train.config import TrainConfig
-from aiayn.train.loop import train
+from aiayn.train.config import TrainConfig, changed_config
+from aiayn.train.run import train_on_task
 from aiayn.train.state import TrainState, new_run
 
 
@@ -47,7 +47,7 @@ def step_seconds(config: TrainConfig, steps: int, warmup: int) -> float:
     state = new_run(dataclasses.replace(config, steps=warmup + steps))
     if warmup == 0:
         mark(state)
-    train(state, progress=False, validate=False, hook=mark)
+    train_on_task(state, progress=False, validate=False, hook=mark)
     return (marks[warmup + steps] - marks[warmup]) / steps
 
 
@@ -71,8 +71,8 @@ def throughput_cli() -> None:
     with distributed.process_group(args.device):
         n = distributed.world_size()
         batch = args.global_batch // n if args.global_batch else args.batch_size
-        config = dataclasses.replace(
-            TrainConfig(), device=args.device, batch_size=batch
+        config = changed_config(
+            TrainConfig(device=args.device), {"batch_size": batch}
         )
         seconds = step_seconds(config, args.steps, args.warmup)
         if distributed.rank() == 0:

@@ -30,9 +30,9 @@ import time
 import torch
 
 from aiayn.evaluation import evaluate
-from aiayn.tasks import TASK_NAMES, Task, held_out_sources
+from aiayn.tasks import TASK_NAMES, Task, get_task, held_out_sources
 from aiayn.train.config import TrainConfig, changed_config, task_config
-from aiayn.train.loop import train
+from aiayn.train.run import train_on_task
 from aiayn.train.state import TrainState, new_run
 
 TARGETS = (0.99, 0.999)
@@ -88,7 +88,7 @@ def learning_curve(config: TrainConfig, every: int, n: int) -> list[Reached]:
         clock["started"] = time.perf_counter()
         return curve[-1].exact_match >= TARGETS[-1]
 
-    train(
+    train_on_task(
         state, progress=False, validate=False, hook=evaluate_lengths, hook_every=every
     )
     return curve
@@ -170,7 +170,8 @@ def benchmark_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="change a field of TrainConfig or of its TransformerConfig",
+        help="change a field of TrainConfig, of its TransformerConfig, or a training "
+        "option of the task (batch_size, few_digits_share, ...)",
     )
     parser.add_argument("--device", default=TrainConfig().device)
     parser.add_argument(
@@ -210,7 +211,8 @@ def benchmark_cli() -> None:
         f"{args.task}, {args.device}, {torch.get_num_threads()} threads, "
         f"defaults of TrainConfig, changed: {changes or 'nothing'}"
     )
-    batch_size = next(iter(configs.values())).batch_size
+    config = next(iter(configs.values()))
+    batch_size = get_task(config.task, **config.task_options).batch_size
     print(report(curves, batch_size))
     if args.json:
         write_curves(args.json, changes, args.device, curves)

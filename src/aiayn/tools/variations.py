@@ -17,13 +17,13 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from aiayn.evaluation import evaluate
+from aiayn.evaluation import evaluate, evaluation_mode
 from aiayn.fast.attention import DEFAULT_KERNELS, Kernels
 from aiayn.tasks import Task, held_out_sources, make_batch
 from aiayn.train.config import TrainConfig
-from aiayn.train.loop import train
 from aiayn.train.loss import teacher_forced_logits
 from aiayn.train.presets import preset_config
+from aiayn.train.run import train_on_task
 from aiayn.train.state import new_run
 
 BASE_RUN = "table3-base"  # the base row: a named run of aiayn.train.presets
@@ -68,9 +68,9 @@ def perplexity(model: nn.Module, task: Task, sources: list[str]) -> float:
     the plain one, without label smoothing: the model's own probability of the right
     token.
     """
-    model.eval()
     batch = make_batch(task, sources)  # src (B, S), tgt_in and tgt_out (B, T)
-    logits = teacher_forced_logits(model, batch)  # (B, T, V)
+    with evaluation_mode(model):
+        logits = teacher_forced_logits(model, batch)  # (B, T, V)
     loss = functional.cross_entropy(
         logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=batch.tgt_pad_id
     )
@@ -96,7 +96,7 @@ def run_row(
     state = new_run(row_config(changes, seed, steps))
     state.model.kernels = kernels
     started = time.perf_counter()
-    train(state, progress=False, validate=False)
+    train_on_task(state, progress=False, validate=False)
     seconds = time.perf_counter() - started
     validation = held_out_sources(
         state.task, "validation", EVAL_SIZE, length=EVAL_LENGTH

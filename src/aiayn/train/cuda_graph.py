@@ -24,7 +24,8 @@ WARMUP_PASSES = 3  # eager passes before recording: PyTorch's own set-up happens
 
 
 class GraphedForwardBackward:
-    """Loss and gradients of one padded batch of ``batch_size`` sources, replayed.
+    """Loss and gradients of one padded batch, replayed: every batch has the size of
+    the first, its sequences padded to ``length``.
 
     ``batch_loss(model, batch) -> (loss, correct (B, T), real (B, T))`` is the pass
     to record (``aiayn.train.loop.batch_loss``); its loss is backpropagated into the
@@ -36,20 +37,17 @@ class GraphedForwardBackward:
         self,
         model: nn.Module,
         batch_loss: Callable[[nn.Module, Batch], tuple[Tensor, Tensor, Tensor]],
-        batch_size: int,
         length: int,
-        pad_ids: tuple[int, int],
     ):
-        device = next(model.parameters()).device
-        if device.type != "cuda":
-            raise ValueError(f"a CUDA graph needs the model on a GPU, not {device}")
-        self.model, self.batch_loss = model, batch_loss
-        src_pad_id, tgt_pad_id = pad_ids
-        ids = torch.empty(batch_size, length, dtype=torch.long, device=device)
-        # the graph's inputs: every batch is copied into these
-        self.batch = Batch(
-            ids.clone(), ids.clone(), ids.clone(), src_pad_id, tgt_pad_id
-        )
+        self.device = next(model.parameters()).device
+        if self.device.type != "cuda":
+            raise ValueError(
+                f"a CUDA graph needs the model on a GPU, not {self.device}"
+            )
+        self.model, self.batch_loss, self.length = model, batch_loss, length
+        # the graph's inputs, every batch is copied into them: made at the first call,
+        # for batches of its size
+        self.batch: Batch | None = None
         self.graph: torch.cuda.CUDAGraph | None = None  # recorded at the first call
         self.loss = self.accuracy = None  # the graph's outputs
 
@@ -58,6 +56,12 @@ class GraphedForwardBackward:
 
         Returns copies of the batch's loss and accuracy, as ``forward_backward`` does.
         """
+        if self.batch is None:
+            ids = torch.empty(
+                batch.src.size(0), self.length, dtype=torch.long, device=self.device
+            )
+            pad_ids = batch.src_pad_id, batch.tgt_pad_id
+            self.batch = Batch(ids.clone(), ids.clone(), ids.clone(), *pad_ids)
         inputs = self.batch
         if batch.src.size(0) != inputs.src.size(0):
             raise ValueError(

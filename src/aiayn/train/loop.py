@@ -1,4 +1,8 @@
-"""Training (§5): the training step and loop."""
+"""Training (§5): the training step and loop.
+
+The loop knows no task: it takes batches, and optionally a function that scores the
+model. ``aiayn.train.run.train_on_task`` hands it a task's batches and validation.
+"""
 
 import contextlib
 import signal
@@ -11,9 +15,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from aiayn.evaluation import evaluate
-from aiayn.tasks import Batch, held_out_sources, make_batch
-from aiayn.tasks.training_data import training_batch
+from aiayn.tasks import Batch
 from aiayn.train import distributed
 from aiayn.train.checkpoints import save_checkpoint
 from aiayn.train.loss import batch_loss
@@ -21,11 +23,10 @@ from aiayn.train.schedule import learning_rate
 from aiayn.train.state import TrainState
 
 
-def train_step(state: TrainState, sources: list[str] | None = None) -> dict:
-    """One optimizer step on a fresh batch; returns the step's loss, accuracy and rate.
+def train_step(state: TrainState, batch: Batch) -> dict:
+    """One optimizer step on ``batch``; returns the step's loss, accuracy and rate.
 
-    The batch holds ``sources``, or by default ``config.batch_size`` new ones. Its
-    accuracy, ``train_token_accuracy``, is the batch's under teacher forcing. The
+    Its accuracy, ``train_token_accuracy``, is the batch's under teacher forcing. The
     loss and the accuracy are 0-dimensional tensors on the model's device: reading
     them (``read_metrics``) would make the host wait for the device, so nothing in
     the step does. Under torchrun they are those of the global batch, the union of
@@ -34,22 +35,9 @@ def train_step(state: TrainState, sources: list[str] | None = None) -> dict:
     (``aiayn.train.cuda_graph``): the same loss and gradients, to rounding.
     """
     config, model = state.config, state.model
-    if sources is None and config.max_tokens is not None:
-        sources = state.task.budget_batch(config.max_tokens, state.data_rng)
-    if sources is not None:
-        batch = make_batch(state.task, sources)
-    else:  # make_batch(task, training_sources(...)), drawn faster
-        batch = training_batch(
-            state.task,
-            config.batch_size,
-            state.data_rng,
-            config.length_power,
-            config.few_digits_share,
-            config.uniform_length_share,
-        )
     state.step += 1
     rate = learning_rate(
-        state.step, config.model_config.d_model, config.warmup_steps, config.lr_factor
+        state.step, model.config.d_model, config.warmup_steps, config.lr_factor
     )
     for group in state.optimizer.param_groups:
         group["lr"] = rate
@@ -132,39 +120,42 @@ READ_EVERY = 25
 
 # a hook on a run in progress: given the run, it returns whether the run stops here
 Hook = Callable[[TrainState], bool]
+# scores a model (the run's averaged one): {"exact_match": ..., ...}
+Validation = Callable[[nn.Module], dict[str, float]]
 
 
 def train(
     state: TrainState,
+    batches: Iterator[Batch],
+    *,
+    validate: Validation | None = None,
     checkpoint: str | Path | None = None,
     progress: bool = True,
-    *,
-    validate: bool = True,
     hook: Hook | None = None,
     hook_every: int = 1,
 ) -> TrainState:
-    """Train until ``config.steps`` or the target exact match, evaluating periodically.
+    """Train on ``batches`` until ``config.steps`` or the target exact match.
 
-    Evaluations decode the validation sources, never the test ones (none if not
-    ``validate``). ``hook``, if given, is called after every ``hook_every``-th step
-    and after the last; when it returns True, the run stops there. The checkpoint, if
-    given, is written after every evaluation and at the end. Ctrl-C (SIGINT) or
-    SIGTERM ends the run after the step in progress: the checkpoint is saved between
-    two whole steps, so resuming it gives the run that never stopped; then
-    TrainingInterrupted is raised. Under torchrun, rank 0 shows the bar, evaluates and
-    saves, and every process stops after the same step (``distributed.agreed_signal``).
+    Every ``config.eval_every`` steps and after the last, ``validate`` scores the
+    averaged model (``TrainState.averaged_model``), if given; its scores are kept in
+    the history as "val_<score>". ``hook``, if given, is called after every
+    ``hook_every``-th step and after the last; when it returns True, the run stops
+    there. The checkpoint, if given, is written after every evaluation and at the end.
+    Ctrl-C (SIGINT) or SIGTERM ends the run after the step in progress: the
+    checkpoint is saved between two whole steps, so resuming it gives the run that
+    never stopped; then TrainingInterrupted is raised. Under torchrun, rank 0 shows
+    the bar, validates and saves, and every process stops after the same step
+    (``distributed.agreed_signal``).
     """
     config = state.config
-    validation = None  # the validation sources, if the run is validated
-    if validate:
-        validation = held_out_sources(state.task, "validation", config.eval_size)
     started = time.perf_counter() - state.seconds
+    (state.data_parallel or state.model).train()
     shown = progress and distributed.rank() == 0
     bar = tqdm(total=config.steps, initial=state.step, disable=not shown, unit="step")
     unread = len(state.history)  # the first record that may still hold tensors
     with bar, signals_deferred(signal.SIGINT, signal.SIGTERM) as arrived:
         while not state.finished and not distributed.agreed_signal(arrived):
-            record = train_step(state)
+            record = train_step(state, next(batches))
             state.history.append(record)
             bar.update(1)
             if state.step % config.snapshot_every == 0:
@@ -174,13 +165,13 @@ def train(
             if hooked and hook(state):
                 break
             periodic = state.step % config.eval_every == 0 or last
-            evaluating = validation is not None and periodic
+            evaluating = validate is not None and periodic
             if evaluating or state.step % READ_EVERY == 0:
                 read_metrics(state.history[unread:])
                 unread = len(state.history)
                 show_metrics(bar, record)
             if evaluating:  # on rank 0; every process gets the scores
-                record |= validation_scores(state, validation)
+                record |= validation_scores(state, validate)
                 state.seconds = record["seconds"] = time.perf_counter() - started
                 if checkpoint is not None:
                     save_checkpoint(state, checkpoint)
@@ -203,10 +194,8 @@ def show_metrics(bar: tqdm, record: dict) -> None:
     )
 
 
-def validation_scores(state: TrainState, validation: list[str]) -> dict[str, float]:
-    """The averaged model's scores on the validation sources, as "val_<score>":
-    computed on rank 0, received by every process."""
-    scores = distributed.on_rank_0(
-        lambda: evaluate(state.averaged_model(), state.task, validation)
-    )
+def validation_scores(state: TrainState, validate: Validation) -> dict[str, float]:
+    """The averaged model's scores, as "val_<score>": computed on rank 0, received by
+    every process."""
+    scores = distributed.on_rank_0(lambda: validate(state.averaged_model()))
     return {f"val_{name}": value for name, value in scores.items()}

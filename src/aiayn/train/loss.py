@@ -44,12 +44,12 @@ def teacher_forced_logits(model: nn.Module, batch: Batch) -> Tensor:
 def batch_loss(
     model: nn.Module, batch: Batch, smoothing: float
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """The label-smoothed loss of a batch under teacher forcing (in training mode).
+    """The label-smoothed loss of a batch under teacher forcing, in the model's
+    mode (``train`` sets training mode).
 
     Returns the loss, and two (B, T) masks: the target positions the model predicts
     right, and the real (not padding) ones. ``model`` may be the DDP-wrapped model.
     """
-    model.train()
     logits = teacher_forced_logits(model, batch)  # (B, T, V)
     loss = label_smoothed_loss(logits, batch.tgt_out, smoothing, batch.tgt_pad_id)
     real = batch.tgt_out != batch.tgt_pad_id

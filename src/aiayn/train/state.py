@@ -36,7 +36,8 @@ class TrainState:
 
     @property
     def task(self) -> Task:
-        return get_task(self.config.task)
+        """The run's task, with its training options."""
+        return get_task(self.config.task, **self.config.task_options)
 
     @property
     def finished(self) -> bool:
@@ -75,12 +76,25 @@ def build_model(config: TransformerConfig) -> FastTransformer:
     return FastTransformer(config)
 
 
+def check_vocabulary(config: TrainConfig, task: Task) -> None:
+    """Refuse a model whose vocabularies are not the task's, saying both sizes."""
+    vocab = config.model_config.src_vocab, config.model_config.tgt_vocab
+    sizes = len(task.src_tokenizer), len(task.tgt_tokenizer)
+    if vocab != sizes:
+        raise ValueError(
+            f"model src_vocab={vocab[0]}, tgt_vocab={vocab[1]}, but task "
+            f"{config.task} has {sizes[0]} source and {sizes[1]} target tokens"
+        )
+
+
 def new_run(config: TrainConfig) -> TrainState:
     """A fresh model, optimizer (Adam, the paper's betas and epsilon), data stream.
 
     Under torchrun (``aiayn.train.distributed``) every process builds the same model,
     and draws its data, and its dropout masks, from a seed of its own.
     """
+    task = get_task(config.task, **config.task_options)
+    check_vocabulary(config, task)
     torch.manual_seed(config.seed)
     model = build_model(config.model_config).to(config.device)
     # foreach: one call over all the parameters instead of a Python loop over them;
@@ -103,12 +117,9 @@ def new_run(config: TrainConfig) -> TrainState:
     if config.cuda_graph:
         if state.data_parallel is not None:
             raise ValueError("cuda_graph trains in one process, not under torchrun")
-        task = state.task
         state.graphed = GraphedForwardBackward(
             model,
             lambda model, batch: batch_loss(model, batch, config.label_smoothing),
-            config.batch_size,
             task.longest_sequence,
-            (task.src_tokenizer.pad_id, task.tgt_tokenizer.pad_id),
         )
     return state
