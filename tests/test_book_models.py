@@ -11,7 +11,11 @@ from aiayn.train.config import TrainConfig, toy_model_config
 SHAPE = dict(
     d_model=32, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64
 )
-TINY = dict(model_config=toy_model_config("copy", **SHAPE), batch_size=16, eval_size=20)
+TINY = dict(
+    model_config=toy_model_config("copy", **SHAPE),
+    task_options={"batch_size": 16},
+    eval_size=20,
+)
 
 
 @pytest.fixture

@@ -19,12 +19,13 @@ import torch
 import torch.multiprocessing
 
 from aiayn.cli import main
-from aiayn.tasks.training_data import training_sources
+from aiayn.tasks import make_batch
 from aiayn.train import distributed
 from aiayn.train import loop as training
 from aiayn.train.checkpoints import load_checkpoint
 from aiayn.train.config import TrainConfig, toy_model_config
-from aiayn.train.loop import TrainingInterrupted, read_metrics, train, train_step
+from aiayn.train.loop import TrainingInterrupted, read_metrics, train_step
+from aiayn.train.run import train_on_task
 from aiayn.train.state import new_run
 
 SHAPE = dict(
@@ -40,7 +41,7 @@ TINY = dict(
 PER_PROCESS = 4  # sources per process and step: a global batch of 8
 RUN = dict(
     TINY,
-    batch_size=PER_PROCESS,
+    task_options={"batch_size": PER_PROCESS},
     steps=8,
     eval_every=4,
     snapshot_every=2,
@@ -59,15 +60,7 @@ def next_sources(state: training.TrainState) -> list[str]:
     """The sources the next train_step of ``state`` will draw (its generator kept)."""
     generator = torch.Generator()
     generator.set_state(state.data_rng.get_state())
-    config = state.config
-    return training_sources(
-        state.task,
-        config.batch_size,
-        generator,
-        config.length_power,
-        config.few_digits_share,
-        config.uniform_length_share,
-    )
+    return state.task.training_sources(generator)
 
 
 def gradients(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -106,7 +99,7 @@ def scenarios(rank: int, size: int, port: int, folder: Path) -> None:
         # one step, and the sources each process drew for it
         state = new_run(TrainConfig(**RUN))
         sources = next_sources(state)
-        record = train_step(state)
+        record = train_step(state, state.task.training_batch(state.data_rng))
         read_metrics([record])
         seen["step"] = dict(
             sources=distributed.gathered(sources),
@@ -115,13 +108,13 @@ def scenarios(rank: int, size: int, port: int, folder: Path) -> None:
             gradients=gradients(state.model),
         )
         # a run of 8 steps ...
-        straight = train(new_run(TrainConfig(**RUN)), progress=False)
+        straight = train_on_task(new_run(TrainConfig(**RUN)), progress=False)
         seen["straight"] = (straight.history, straight.model.state_dict())
         # ... and the same run, SIGTERM reaching rank 1 alone during step 3 ...
         checkpoint = folder / "interrupted.pt"
 
-        def step_then_signal(state, sources=None):
-            record = train_step(state, sources)
+        def step_then_signal(state, batch):
+            record = train_step(state, batch)
             if state.step == 3 and rank == 1:
                 os.kill(os.getpid(), signal.SIGTERM)
             return record
@@ -129,11 +122,11 @@ def scenarios(rank: int, size: int, port: int, folder: Path) -> None:
         interrupted = new_run(TrainConfig(**RUN))
         with mock.patch.object(training, "train_step", step_then_signal):
             try:
-                train(interrupted, checkpoint=checkpoint, progress=False)
+                train_on_task(interrupted, checkpoint=checkpoint, progress=False)
             except TrainingInterrupted as stop:
                 seen["stopped"] = (stop.signal_number, interrupted.step)
         # ... resumed from its checkpoint
-        resumed = train(load_checkpoint(checkpoint), checkpoint, progress=False)
+        resumed = train_on_task(load_checkpoint(checkpoint), checkpoint, progress=False)
         seen["resumed"] = (resumed.history, resumed.model.state_dict())
     torch.save(seen, folder / f"rank{rank}.pt")
 
@@ -156,8 +149,9 @@ def test_each_process_draws_its_own_sources_rank_0_those_of_one_process(
 
 def test_a_step_on_two_processes_is_one_process_step_on_both_batches(two_processes):
     step = two_processes[0]["step"]
-    single = new_run(TrainConfig(**{**RUN, "batch_size": 2 * PER_PROCESS}))
-    record = train_step(single, sources=[s for ss in step["sources"] for s in ss])
+    single = new_run(TrainConfig(**RUN))
+    both = make_batch(single.task, [s for ss in step["sources"] for s in ss])
+    record = train_step(single, both)
     read_metrics([record])
     lr = record["lr"]
     expected, expected_keys = key_biases_apart(single.model.state_dict())

@@ -18,7 +18,7 @@ from aiayn.tasks import (
     held_out_split,
     make_batch,
 )
-from aiayn.train.config import TrainConfig, toy_model_config
+from aiayn.train.config import TrainConfig, task_config, toy_model_config
 from aiayn.train.loop import train_step
 from aiayn.train.state import new_run
 
@@ -164,6 +164,9 @@ class Uppercase(Task):
     def target(self, source: str) -> str:
         return source.upper()
 
+    def training_batch(self, generator):
+        return make_batch(self, self.sample(8, generator))
+
     def sample(self, n, generator, length=None):
         lengths = torch.randint(1, 5, (n,), generator=generator).tolist()
         letters = torch.randint(0, 3, (n, 4), generator=generator).tolist()
@@ -191,23 +194,22 @@ def test_a_task_with_its_own_vocabularies_batches_with_its_own_special_ids(upper
 
 
 def test_vocabularies_of_different_sizes_give_an_untied_source_embedding(uppercase):
-    config = TrainConfig(task="uppercase")
+    config = task_config("uppercase")
     assert (config.model_config.src_vocab, config.model_config.tgt_vocab) == (6, 7)
     model = new_run(config).model
     assert model.src_embed.embedding.weight is not model.tgt_embed.embedding.weight
     assert model.output_projection.weight is model.tgt_embed.embedding.weight
     with pytest.raises(ValueError, match="task uppercase has 6 source and 7 target"):
-        TrainConfig(task="uppercase", model_config=toy_model_config("copy"))
+        new_run(TrainConfig(task="uppercase", model_config=toy_model_config("copy")))
 
 
 def test_a_task_that_is_not_digits_trains_and_evaluates_end_to_end(uppercase):
     shape = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1)
     model = toy_model_config(uppercase, dim_feedforward=32, **shape)
-    config = TrainConfig(
-        task="uppercase", model_config=model, batch_size=8, device="cpu"
-    )
+    config = TrainConfig(task="uppercase", model_config=model, device="cpu")
     state = new_run(config)
-    records = [train_step(state) for _ in range(3)]
+    batches = uppercase.training_batches(state.data_rng)
+    records = [train_step(state, next(batches)) for _ in range(3)]
     assert all(torch.isfinite(r["loss"]) for r in records)
     sources = held_out_sources(uppercase, "test", 5)
     assert {len(s) for s in sources} == {uppercase.held_out_length}
@@ -217,10 +219,10 @@ def test_a_task_that_is_not_digits_trains_and_evaluates_end_to_end(uppercase):
     assert 0 <= scores["exact_match"] <= scores["token_accuracy"] <= 1
 
 
-def test_a_task_without_digits_draws_no_few_digit_sources(uppercase):
-    assert TrainConfig(task="uppercase").few_digits_share == 0.0
-    with pytest.raises(ValueError, match="task uppercase has no digits"):
-        TrainConfig(task="uppercase", few_digits_share=0.5)
+def test_a_task_takes_only_its_own_training_options(uppercase):
+    assert uppercase.with_options() is uppercase
+    with pytest.raises(ValueError, match="uppercase has no training option few_dig"):
+        get_task("uppercase", few_digits_share=0.5)
 
 
 def test_predict_decodes_as_the_task_says(monkeypatch):
@@ -239,11 +241,13 @@ def test_predict_decodes_as_the_task_says(monkeypatch):
     small = toy_model_config("copy", d_model=16, nhead=2, dim_feedforward=32)
     model = new_run(TrainConfig(task="copy", model_config=small, device="cpu")).model
     predict(model, copy, ["1 2 3"], beam_size=4)
-    fairseq = Decoding(stop_at_k_finished=True)
+    fairseq = Decoding(extra_length=5, stop_at_k_finished=True)
     predict(model, copy, ["1 2 3"], beam_size=4, decoding=fairseq)
-    assert [rule for _, _, rule in calls] == [False, True]
-    assert copy.decoding == Decoding()
+    # outputs bounded by the source's 3 tokens + the task's 2, or + 5 as asked
+    assert calls == [(4, 3 + 2, False), (4, 3 + 5, True)]
+    assert copy.decoding == Decoding(extra_length=2)
     assert get_task("parse").decoding.extra_length == 300
+    assert get_task("en-de").decoding.extra_length == 50  # §6.1: input + 50
 
 
 def test_the_registry_names_every_task_where_it_is_defined():

@@ -18,7 +18,8 @@ from aiayn.train.config import TrainConfig, toy_model_config
 SHAPE = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
              dim_feedforward=32)  # fmt: skip
 TINY = TrainConfig(task="copy", model_config=toy_model_config("copy", **SHAPE),
-                   batch_size=16, steps=20, snapshot_every=5, device="cpu")  # fmt: skip
+                   task_options={"batch_size": 16}, steps=20, snapshot_every=5,
+                   device="cpu")  # fmt: skip
 
 
 def test_learning_curve_evaluates_every_few_steps_and_times_training():
@@ -54,7 +55,8 @@ def test_report_gives_each_seed_the_median_and_the_ratio_to_the_tutorial():
 def test_changes_reach_the_run_and_its_model():
     config = configured("copy", 1, 50, "cpu", {"length_power": 2.0, "d_model": 32})
     assert (config.task, config.seed, config.steps) == ("copy", 1, 50)
-    assert config.length_power == 2.0 and config.model_config.d_model == 32
+    assert config.task_options == {"length_power": 2.0}
+    assert config.model_config.d_model == 32
     with pytest.raises(ValueError, match="no such field .*'bogus'"):
         configured("copy", 0, 50, "cpu", {"bogus": 1})
 

@@ -8,7 +8,7 @@ import torch
 from num2words import num2words
 
 from aiayn.cli import main
-from aiayn.tasks import ADDED_TASKS, get_task, held_out_sources, make_batch, translation
+from aiayn.tasks import ADDED_TASKS, get_task, held_out_sources, translation
 from aiayn.tasks.translation import (
     NumberWordsTask,
     draw_numbers,
@@ -20,7 +20,12 @@ from aiayn.tasks.translation import (
     translation_scores,
 )
 from aiayn.train.checkpoints import load_checkpoint, save_checkpoint
-from aiayn.train.config import TrainConfig, task_config, toy_model_config
+from aiayn.train.config import (
+    TrainConfig,
+    changed_config,
+    task_config,
+    toy_model_config,
+)
 from aiayn.train.loop import train_step
 from aiayn.train.state import new_run
 
@@ -147,20 +152,25 @@ def test_token_budget_batches_fill_the_budget_and_sort_by_length():
 def test_a_training_step_takes_a_budget_batch(tiny):
     model = small_model_config(tiny)
     config = TrainConfig(
-        task=tiny.name, model_config=model, max_tokens=200, device="cpu"
+        task=tiny.name,
+        task_options={"max_tokens": 200},
+        model_config=model,
+        device="cpu",
     )
     state = new_run(config)
     generator = torch.Generator().manual_seed(config.seed)
-    expected = make_batch(tiny, tiny.budget_batch(200, generator))
+    expected = tiny.with_options(max_tokens=200).training_batch(generator)
     assert expected.src.numel() <= 200 and expected.tgt_out.numel() <= 200
-    record = train_step(state)
+    batch = state.task.training_batch(state.data_rng)
+    assert torch.equal(batch.src, expected.src)
+    record = train_step(state, batch)
     assert torch.isfinite(torch.as_tensor(record["loss"]))
     # the step drew what training_flops draws again: one batch from the data stream
     assert torch.equal(state.data_rng.get_state(), generator.get_state())
     flops = translation.training_flops(state.model, tiny, 200, config.seed, 1)
     assert 0 < flops < 6 * sum(p.numel() for p in state.model.parameters()) * 400
-    with pytest.raises(ValueError, match="no token-budget batches"):
-        TrainConfig(task="copy", max_tokens=200)
+    with pytest.raises(ValueError, match="task copy: .*'max_tokens'"):
+        changed_config(task_config("copy"), {"max_tokens": 200})
 
 
 def test_a_checkpoint_refuses_another_vocabulary(tiny, tmp_path, monkeypatch):
@@ -193,7 +203,7 @@ def test_scores_exact_match_bleu_and_chrf():
 def test_the_cli_defaults_are_the_tasks_own():
     config = task_config("en-de")
     defaults = get_task("en-de").train_defaults
-    assert config.max_tokens == defaults.max_tokens is not None
+    assert get_task("en-de").max_tokens == 1500 and config.task_options == {}
     assert config.steps == defaults.steps and config.lr_factor == defaults.lr_factor
     assert config.model_config == toy_model_config("en-de")  # the toy shape
     assert task_config("reverse-repeats") == TrainConfig(task="reverse-repeats")

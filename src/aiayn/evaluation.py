@@ -40,7 +40,8 @@ def predict(
 
     ``decoding`` (by default the task's own, ``task.decoding``) bounds the outputs and
     chooses beam search's stopping rule: each output, its end token included, may
-    grow to its source's length + ``extra_length`` tokens. Greedy decoding decodes a
+    grow to its source's length + ``extra_length`` tokens, and never past the
+    model's positional table (``max_positions``). Greedy decoding decodes a
     batch to its longest source's bound and cuts each output at its own (each row is
     decoded alone, so that is the same output). Beam search decodes sources of one
     length together, so that one bound fits the batch.
@@ -49,11 +50,13 @@ def predict(
     device = next(model.parameters()).device
     target = task.tgt_tokenizer
     ids = (task.src_tokenizer.pad_id, target.bos_id, target.eos_id)
+    positions = model.config.max_positions  # the decoder reads <s> + what it wrote
     predictions = [""] * len(sources)
     with evaluation_mode(model):
         for chunk in decoding_batches(task, sources, batch_size, beam_size > 1):
             src = source_ids(task, [sources[i] for i in chunk]).to(device)  # (B, S)
-            limits = (src != ids[0]).sum(dim=1) - 1 + decoding.extra_length  # (B,)
+            lengths = (src != ids[0]).sum(dim=1) - 1  # (B,) tokens, </s> not counted
+            limits = (lengths + decoding.extra_length).clamp(max=positions)  # (B,)
             max_len = int(limits.max())
             if beam_size == 1:
                 output = greedy_decode(model, src, *ids, max_len)
