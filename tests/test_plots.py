@@ -1,4 +1,5 @@
-"""aiayn.book.plots and architecture: pictures of the right size and labels; bad input fails clearly."""
+"""aiayn.book.plots and aiayn.book.architecture: pictures of the right size and
+labels; bad input fails clearly."""
 
 import matplotlib
 

@@ -8,10 +8,13 @@ the same distribution as
 random set of 1 to 5), another order of random draws. Each variant trains with
 ``train_step`` and, every 50 steps, greedy-decodes the 10,000 length-10 test sources
 with the raw and the averaged model; a run stops when either reaches 99.95%. The
-results are the four ``tta_sweep*.jsonl`` files beside this one:
+results are the four ``tta_sweep*.jsonl`` files among the book's measurements
+(``aiayn.book.models.MEASUREMENTS``), and the variants below are
+``tta_sweep_plan.json`` beside them, which the appendix reads (a test checks that it
+is this file's):
 
     M=src/aiayn/book/measurements
-    PYTHONPATH=src python $M/tta_sweep.py --out $M/tta_sweep1.jsonl \
+    PYTHONPATH=src python book/measurements/tta_sweep.py --out $M/tta_sweep1.jsonl \
         --jobs 16 --steps 3000 --variants base rich50 ...   # the names below
 
 The seconds in the results are not comparable between variants: 8 to 16 runs shared
