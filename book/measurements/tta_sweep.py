@@ -4,7 +4,7 @@ Run on one H100 (torch 2.11, CUDA), many variants at once, one process each, bef
 few_digits_share and the new defaults existed in the library (the old defaults are
 pinned below); so the few-digit sources ("rich") are drawn here by ``rich_sources``:
 the same distribution as
-``aiayn.train.loop.training_sources`` (a share of the sources takes its digits from a
+``aiayn.tasks.training_data.training_sources`` (a share of the sources takes its digits from a
 random set of 1 to 5), another order of random draws. Each variant trains with
 ``train_step`` and, every 50 steps, greedy-decodes the 10,000 length-10 test sources
 with the raw and the averaged model; a run stops when either reaches 99.95%. The

@@ -27,7 +27,7 @@ class GraphedForwardBackward:
     """Loss and gradients of one padded batch of ``batch_size`` sources, replayed.
 
     ``batch_loss(model, batch) -> (loss, correct (B, T), real (B, T))`` is the pass
-    to record (``aiayn.train.loop.batch_loss``); its loss is backpropagated into the
+    to record (``aiayn.train.loss.batch_loss``); its loss is backpropagated into the
     model's ``.grad`` tensors, which the graph owns from then on: they must not be
     set to None (``zero_grad(set_to_none=True)``).
     """
