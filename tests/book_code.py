@@ -33,7 +33,8 @@ def library_definitions() -> dict[str, object]:
     """Every function and class defined in any aiayn module, by name."""
     definitions = {}
     for module_info in pkgutil.walk_packages(aiayn.__path__, prefix="aiayn."):
-        if module_info.name in ("aiayn.__main__", "aiayn.cli"):  # the command line
+        command_line = ("aiayn.__main__", "aiayn.cli", "aiayn.cli_runs")
+        if module_info.name in command_line:
             continue
         module = importlib.import_module(module_info.name)
         for name, member in vars(module).items():

@@ -29,7 +29,7 @@ LAYERS = (
     ("aiayn.tools", "aiayn.book"),
     # the package's front door (aiayn/__init__.py re-exports the model) and the
     # command line; a module of the library imports a name from where it is defined
-    ("aiayn", "aiayn.cli", "aiayn.__main__"),
+    ("aiayn", "aiayn.cli", "aiayn.cli_runs", "aiayn.__main__"),
 )
 
 

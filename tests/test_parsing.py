@@ -12,6 +12,13 @@ from aiayn.decoding import beam_search
 from aiayn.evaluation import evaluate, predict
 from aiayn.model.transformer import Transformer
 from aiayn.tasks import get_task, held_out_sources, make_batch
+from aiayn.tasks.grammar import (
+    linearize,
+    longest_target,
+    parse,
+    sample_tree,
+    tree_words,
+)
 from aiayn.tasks.parsing import (
     EXTRA_LENGTH,
     LONGEST_SENTENCE,
@@ -20,12 +27,7 @@ from aiayn.tasks.parsing import (
     is_held_out,
     is_well_formed,
     labelled_spans,
-    linearize,
-    longest_target,
-    parse,
     read_tree,
-    sample_tree,
-    tree_words,
 )
 from aiayn.train.checkpoints import load_checkpoint
 from aiayn.train.config import toy_model_config

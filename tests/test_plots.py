@@ -1,4 +1,5 @@
-"""aiayn.book.plots: pictures of the right size and labels; bad input fails clearly."""
+"""aiayn.book.plots and aiayn.book.architecture: pictures of the right size and
+labels; bad input fails clearly."""
 
 import matplotlib
 
@@ -9,10 +10,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from aiayn import sinusoidal_encoding  # noqa: E402
+from aiayn.book.architecture import draw_transformer  # noqa: E402
 from aiayn.book.plots import (  # noqa: E402
     draw_arrow,
     draw_box,
-    draw_transformer,
     plot_attention,
     plot_attention_grid,
     plot_positional_encoding,

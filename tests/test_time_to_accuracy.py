@@ -1,8 +1,12 @@
 import argparse
+import importlib.util
+import json
 import math
+from pathlib import Path
 
 import pytest
 
+from aiayn.book.models import MEASUREMENTS
 from aiayn.tools.time_to_accuracy import (
     NOT_REACHED,
     Reached,
@@ -66,3 +70,19 @@ def test_a_change_is_a_field_and_a_python_literal():
     assert parse_change("positional='learned'") == ("positional", "learned")
     with pytest.raises(argparse.ArgumentTypeError, match="not FIELD=VALUE"):
         parse_change("lr_factor")
+
+
+def test_the_stored_sweep_plans_are_what_the_harnesses_ran():
+    """The appendix reads a sweep's variants and settings from the plan stored with its
+    results (the library's package data); the harness, a script beside the book, is
+    where they were written."""
+    harnesses = Path(__file__).resolve().parents[1] / "book" / "measurements"
+    for name in ("tta_sweep", "tta_cpu_sweep"):
+        spec = importlib.util.spec_from_file_location(name, harnesses / f"{name}.py")
+        harness = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(harness)
+        plan = json.loads((MEASUREMENTS / f"{name}_plan.json").read_text())
+        assert list(plan["VARIANTS"]) == list(harness.VARIANTS)  # in the same order
+        for setting, value in plan.items():
+            stored = getattr(harness, setting)
+            assert json.loads(json.dumps(stored)) == value, (name, setting)

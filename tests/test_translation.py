@@ -7,15 +7,20 @@ import pytest
 import torch
 from num2words import num2words
 
+from aiayn.book.alignment import place_labels, rule_alignment
+from aiayn.book.flops import training_flops
 from aiayn.cli import main
-from aiayn.tasks import ADDED_TASKS, get_task, held_out_sources, translation
-from aiayn.tasks.translation import (
-    NumberWordsTask,
+from aiayn.tasks import ADDED_TASKS, get_task, held_out_sources
+from aiayn.tasks.number_words import (
+    LARGEST,
     draw_numbers,
-    learn_vocabulary,
     number_split,
     read_english,
     spell,
+)
+from aiayn.tasks.subwords import learn_vocabulary
+from aiayn.tasks.translation import (
+    NumberWordsTask,
     token_budget_batches,
     translation_scores,
 )
@@ -59,7 +64,7 @@ EDGES = [
     80000000,
     1000000050,
     101101101101,
-    translation.LARGEST,
+    LARGEST,
 ]
 
 
@@ -85,7 +90,7 @@ def test_spell_is_num2words_on_edges_and_random_numbers():
 def test_numbers_mix_magnitudes_and_stay_in_range():
     numbers = draw_numbers(12_000, torch.Generator().manual_seed(1))
     digits = torch.tensor([len(str(k)) for k in numbers])
-    assert 0 <= min(numbers) and max(numbers) <= translation.LARGEST
+    assert 0 <= min(numbers) and max(numbers) <= LARGEST
     counts = torch.bincount(digits, minlength=13)[1:]
     assert counts.min() > 800 and counts.max() < 1200  # 1000 per number of digits
 
@@ -167,7 +172,7 @@ def test_a_training_step_takes_a_budget_batch(tiny):
     assert torch.isfinite(torch.as_tensor(record["loss"]))
     # the step drew what training_flops draws again: one batch from the data stream
     assert torch.equal(state.data_rng.get_state(), generator.get_state())
-    flops = translation.training_flops(state.model, tiny, 200, config.seed, 1)
+    flops = training_flops(state.model, tiny, 200, config.seed, 1)
     assert 0 < flops < 6 * sum(p.numel() for p in state.model.parameters()) * 400
     with pytest.raises(ValueError, match="task copy: .*'max_tokens'"):
         changed_config(task_config("copy"), {"max_tokens": 200})
@@ -264,16 +269,16 @@ def test_cli_predict_refuses_what_is_not_a_number_in_one_line(checkpoint, capsys
 
 def test_the_rule_alignment_swaps_units_and_tens_in_german():
     source = "twenty-one"
-    labels = translation.place_labels(21, "de")  # einundzwanzig
+    labels = place_labels(21, "de")  # einundzwanzig
     assert labels[0] == {(0, "units")} and labels[3] == set()  # ein, und
     assert labels[-1] == {(0, "tens")}
     src_tokens = ["▁twenty", "-", "one"]
-    aligned = translation.rule_alignment(
+    aligned = rule_alignment(
         source, ["▁ein", "und", "zwanzig"], src_tokens, "de"
     )
     assert aligned == [{2}, set(), {0}]
     for number in draw_numbers(200, torch.Generator().manual_seed(3)):
         for language in ("en", "de"):  # every digit's place is written somewhere
-            places = set().union(*translation.place_labels(number, language))
+            places = set().union(*place_labels(number, language))
             digits = {(g, p) for (g, p) in places if p != "scale"}
             assert len(digits) >= sum(d != "0" for d in str(number)) or number == 0

@@ -27,41 +27,37 @@ Rank 0 alone prints and writes; --resume needs the same N.
 """
 
 import argparse
-import contextlib
 import math
-import os
-import shlex
 import sys
-import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
-import torch
-from filelock import FileLock, Timeout
-
+from aiayn.cli_runs import (
+    UsageError,
+    check_processes,
+    check_train_options,
+    global_batch,
+    locked_by_rank_0,
+    open_checkpoint,
+)
 from aiayn.evaluation import evaluate, predict
 from aiayn.tasks import HELD_OUT_SEEDS, TASK_NAMES, Task, get_task, held_out_sources
 from aiayn.train import distributed
-from aiayn.train.checkpoints import VocabularyMismatch, load_checkpoint
-from aiayn.train.config import (
-    TrainConfig,
-    changed_config,
-    device_available,
-    task_config,
-)
+from aiayn.train.config import TrainConfig, changed_config, task_config
 from aiayn.train.loop import TrainingInterrupted
 from aiayn.train.run import train_on_task
 from aiayn.train.state import TrainState, new_run
 
-# define the run: settings of the run (TrainConfig), and the task's training options
+# the options of `train` that define a run (of TrainConfig, and the task's training
+# options), and those that may extend it on --resume
 KEPT_ON_RESUME = ("task", "seed", "eval_size", "device", "cuda_graph")
 TASK_OPTIONS = ("batch_size", "max_tokens")
-CHANGED_ON_RESUME = ("steps", "target_exact_match")  # extend it
+CHANGED_ON_RESUME = ("steps", "target_exact_match")
 
 
-class UsageError(Exception):
-    """A problem with what the user asked for: reported in one line, exit status 2."""
+def is_rank_0() -> bool:
+    """Whether this process prints: the only one, or rank 0 of torchrun's."""
+    return distributed.rank() == 0
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -115,20 +111,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+TRAIN_DESCRIPTION = (
+    "Train a model on a toy task; the checkpoint is saved after every evaluation and "
+    "at the end. Ctrl-C or SIGTERM stops after the step in progress and saves it (exit "
+    "status 130 or 143): add --resume to the same command to continue. On --resume, "
+    "--steps and --target-exact-match may change (to extend the run); --task, --seed, "
+    "--batch-size, --eval-size and --device must agree with the checkpoint."
+)
+
+
 def add_train_command(commands: argparse._SubParsersAction) -> None:
     """`train`: its options default to None, so that a resumed run keeps its own."""
     defaults = TrainConfig()
     default_task = get_task(defaults.task)
     p = commands.add_parser(
-        "train",
-        help="train a model on a toy task",
-        description="Train a model on a toy task; the checkpoint is saved after every "
-        "evaluation and at the end. Ctrl-C or SIGTERM stops after the step in progress "
-        "and saves it (exit status 130 or 143): add --resume to the same command to "
-        "continue. "
-        "On --resume, --steps and --target-exact-match may change (to extend the run); "
-        "--task, --seed, --batch-size, --eval-size and --device must agree with the "
-        "checkpoint.",
+        "train", help="train a model on a toy task", description=TRAIN_DESCRIPTION
     )
     p.add_argument(
         "--task", help=f"one of: {', '.join(TASK_NAMES)} (default {defaults.task})"
@@ -246,11 +243,6 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def is_rank_0() -> bool:
-    """Whether this process prints: the only one, or rank 0 of torchrun's."""
-    return os.environ.get("RANK", "0") == "0"
-
-
 def run_train(args: argparse.Namespace) -> int:
     check_train_options(args)
     device = args.device or TrainConfig().device
@@ -273,121 +265,6 @@ def run_train(args: argparse.Namespace) -> int:
     if is_rank_0():
         print(summary(state, args.out))
     return 0
-
-
-def check_processes(device: str) -> None:
-    """Under torchrun: refuse what would fail later, in every process alike."""
-    try:
-        world = distributed.world_from_environment()
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-    if not distributed.launched_by_torchrun():
-        return
-    kind = torch.device(device)
-    if kind.type not in ("cpu", "cuda"):
-        raise UsageError(f"--device {device}: torchrun trains on cpu or cuda")
-    if kind.type == "cuda" and kind.index is not None:
-        raise UsageError(
-            f"--device {device}: under torchrun each process uses the GPU of its "
-            "LOCAL_RANK; give --device cuda"
-        )
-    here = int(os.environ.get("LOCAL_WORLD_SIZE", world.size))  # on this machine
-    if kind.type == "cuda" and here > torch.cuda.device_count():
-        raise UsageError(
-            f"{here} processes on this machine but {torch.cuda.device_count()} GPUs: "
-            "NCCL needs a GPU per process; use fewer processes or --device cpu"
-        )
-
-
-@contextlib.contextmanager
-def locked_by_rank_0(path: Path) -> Iterator[None]:
-    """``output_locked(path)`` in rank 0, the one that writes; every process fails
-    alike when the lock is refused. Outside torchrun, just ``output_locked``."""
-    with contextlib.ExitStack() as stack:
-
-        def lock() -> str | None:
-            try:
-                stack.enter_context(output_locked(path))
-            except UsageError as error:
-                return str(error)
-            return None
-
-        refused = distributed.on_rank_0(lock)
-        if refused:
-            raise UsageError(refused)
-        yield
-
-
-def global_batch(state: TrainState) -> str:
-    """'2 processes (gloo), a global batch of 2 x 8 = 16 sources'."""
-    n, task = state.world_size, state.task
-    backend = distributed.backend_for(state.config.device)
-    if "batch_size" not in task.TRAINING_OPTIONS:  # a token budget per process
-        return f"{n} processes ({backend}), a global batch of {n} of the task's"
-    b = task.batch_size
-    return f"{n} processes ({backend}), a global batch of {n} x {b} = {n * b} sources"
-
-
-def check_train_options(args: argparse.Namespace) -> None:
-    """The checks that need no checkpoint, before anything is created."""
-    if args.task is not None:
-        known_task(args.task)
-    if args.device is not None:
-        check_device(args.device)
-    check_writable(args.out)
-    if args.resume and not args.out.is_file():
-        raise UsageError(f"--resume: there is no checkpoint {args.out} to continue")
-
-
-def check_device(name: str) -> None:
-    """Refuse a device that is not one, or that this machine does not have."""
-    try:
-        torch.device(name)  # a name that is no device raises
-    except RuntimeError:
-        raise UsageError(f"--device {name!r} is not cpu, cuda, cuda:N or mps") from None
-    if not device_available(name):
-        raise UsageError(f"--device {name} is not available on this machine")
-
-
-def check_writable(path: Path) -> None:
-    """Refuse an --out that cannot become a file this user writes."""
-    if path.is_dir():
-        raise UsageError(f"--out {path} is a directory; give a file name")
-    directory = path.parent
-    while not directory.exists():  # the directories that do not exist yet will be made
-        directory = directory.parent
-    if not directory.is_dir():
-        raise UsageError(f"--out {path} lies under {directory}, which is a file")
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {path}: directory {directory} is not writable")
-
-
-@contextlib.contextmanager
-def output_locked(path: Path) -> Iterator[None]:
-    """Hold ``<path>.lock`` while this run writes ``path``: a second run on the same
-    path fails at once, naming this one (written in ``<path>.writer``).
-
-    The lock is the operating system's (``filelock``: flock where there is one, the
-    Windows API on Windows), so a run that dies releases it. Both files are removed
-    at the end, while the lock is still held.
-    """
-    lock_path = path.with_name(f"{path.name}.lock")
-    writer = path.with_name(f"{path.name}.writer")
-    lock = FileLock(lock_path, timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        holder = writer.read_text().strip() if writer.is_file() else "starting"
-        raise UsageError(f"{path} is being written by another run ({holder})") from None
-    try:
-        command = shlex.join(sys.argv[1:])
-        writer.write_text(f"pid {os.getpid()}: python -m aiayn {command}\n")
-        yield
-    finally:
-        writer.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # Windows removes it on release instead
-            lock_path.unlink()
-        lock.release()
 
 
 def fresh_run(args: argparse.Namespace) -> TrainState:
@@ -531,31 +408,3 @@ def check_sequence(sequence: str, task: Task) -> None:
             f"{sequence!r} has {length} tokens; {task.name} was trained on at most "
             f"{longest}"
         )
-
-
-def known_task(name: str) -> Task:
-    try:
-        return get_task(name)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-
-
-def open_checkpoint(path: Path) -> TrainState:
-    """The run saved at ``path``, its snapshots included, or a one-line UsageError."""
-    if not path.is_file():
-        raise UsageError(f"checkpoint {path} not found")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the error below says all there is to say
-            state = load_checkpoint(path)
-            state.averaged_model()  # a snapshot that does not fit the model fails here
-    except (distributed.WorldSizeError, VocabularyMismatch) as error:
-        raise UsageError(str(error)) from None
-    except (
-        Exception
-    ) as error:  # a truncated or foreign file fails in many different ways
-        reason = type(error).__name__
-        raise UsageError(
-            f"{path} is not a readable aiayn checkpoint ({reason})"
-        ) from None
-    return state

@@ -163,8 +163,10 @@ def start_beams(
     memory (B·k, S, d_model), encoded once and copied per beam; src_mask (B·k, 1, S);
     prefixes (B·k, 1) of the start token; an empty cache (or None); and each beam's
     log P (B, k): 0 for one beam per source, -inf for the others, so that the first
-    step extends one prefix only.
+    step extends one prefix only. A ValueError for k < 1.
     """
+    if k < 1:
+        raise ValueError(f"beam_size={k} must be at least 1")
     src_mask = padding_mask(src, pad_id)  # (B, 1, S)
     memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)
     prefix = torch.full((src.size(0) * k, 1), bos_id, device=src.device)
@@ -172,6 +174,14 @@ def start_beams(
     beam_scores[:, 0] = 0.0
     cache = DecoderCache() if use_cache else None
     return memory, src_mask.repeat_interleave(k, dim=0), prefix, cache, beam_scores
+
+
+def length_limits(src: Tensor, pad_id: int, max_len: int | None) -> Tensor:
+    """The most tokens each output may have, (B,) for src (B, S): ``max_len``, or by
+    default the paper's bound, the source's length (its non-pad tokens) + 50."""
+    if max_len is None:
+        return (src != pad_id).sum(dim=1) + 50
+    return torch.full((src.size(0),), max_len, device=src.device)
 
 
 def split_candidates(
@@ -204,51 +214,36 @@ def best_possible(
 
 @torch.no_grad()
 def beam_search(
-    model: Transformer,
-    src: Tensor,
-    pad_id: int,
-    bos_id: int,
-    eos_id: int,
-    max_len: int | None = None,
-    *,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    return_scores: bool = False,
-    use_cache: bool = True,
+    model: Transformer, src: Tensor, pad_id: int, bos_id: int, eos_id: int,
+    max_len: int | None = None, *, beam_size: int = 4, alpha: float = 0.6,
+    return_scores: bool = False, use_cache: bool = True,
     stop_at_k_finished: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Decode a batch of sources with beam search and GNMT's length penalty.
 
     src (B, S) -> (B, <= max_len) token ids in ``greedy_decode``'s format (no start
     token, the end token kept, ``pad_id`` after it); with ``return_scores`` also the
-    (B,) scores log P(Y | X) / length_penalty(|Y|, alpha). ``max_len=None`` bounds
-    each output by its source's length (its non-pad tokens) + 50, as the paper does.
+    (B,) scores log P(Y | X) / length_penalty(|Y|, alpha). ``max_len=None``: the
+    paper's bound (``length_limits``). use_cache=False recomputes every prefix.
 
     Each step keeps each source's 2k best one-token extensions (split_candidates). A
     source is done when no beam can still beat its best finished hypothesis
-    (tensor2tensor's rule), or at its length limit. stop_at_k_finished=True also
-    stops it after k finished hypotheses (fairseq's rule: cheaper, but k outputs that
-    end early and badly can come first). use_cache=False recomputes every prefix.
+    (tensor2tensor's rule), or at its length limit; stop_at_k_finished=True also after
+    k finished hypotheses (fairseq's rule: cheaper, but k bad short ones can win).
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size={beam_size} must be at least 1")
     batch, k, device = src.size(0), beam_size, src.device
-    if max_len is None:
-        limit = (src != pad_id).sum(dim=1) + 50  # (B,)
-    else:
-        limit = torch.full((batch,), max_len, device=device)
+    limit = length_limits(src, pad_id, max_len)  # (B,)
     memory, src_mask, prefix, cache, beam_scores = start_beams(
         model, src, pad_id, bos_id, k, use_cache
     )
     sources = torch.arange(batch, device=device)  # the sources still being decoded
     best = Finished(batch, int(limit.max()), pad_id, device)
     for length in range(1, int(limit.max()) + 1):
-        n = sources.numel()
         logits, cache = next_token_logits(model, memory, src_mask, prefix, cache)
-        log_probs = logits.log_softmax(dim=-1).view(n, k, -1)
+        log_probs = logits.log_softmax(dim=-1).view(sources.numel(), k, -1)
         # (n, 2k) each: log P, token, and the row of the beam each candidate extends
         scores, beam, token = top_candidates(log_probs, beam_scores, k)
-        rows = torch.arange(n, device=device)[:, None] * k + beam
+        rows = torch.arange(beam.size(0), device=device)[:, None] * k + beam
         at_limit = limit[sources] == length
         kept, finishing = split_candidates(token, eos_id, k, at_limit)
         finishing &= scores.isfinite()
@@ -256,16 +251,14 @@ def beam_search(
         beam_scores, rows, token = (x.gather(1, kept) for x in (scores, rows, token))
         ceiling = best_possible(beam_scores, limit[sources], length, alpha)
         done = at_limit | (best.scores[sources] >= ceiling)
-        if stop_at_k_finished:
-            done |= best.count[sources] >= k
+        done |= stop_at_k_finished & (best.count[sources] >= k)
         if done.all():
             break
         live = ~done
         memory, src_mask, prefix, cache = select_rows(
             rows[live].flatten(), memory, src_mask, prefix, cache
         )
-        # (R, t) -> (R, t + 1)
-        prefix = torch.cat([prefix, token[live].flatten()[:, None]], dim=1)
+        prefix = torch.cat([prefix, token[live].flatten()[:, None]], dim=1)  # (R, t+1)
         beam_scores, sources = beam_scores[live], sources[live]
     tokens = best.tokens[:, : int(best.lengths.max())]
     return (tokens, best.scores) if return_scores else tokens

@@ -27,9 +27,10 @@ from aiayn.train.presets import preset_config
 from aiayn.train.run import train_on_task
 from aiayn.train.state import TrainState, new_run
 
-# Benchmarks too slow for a build, run once: their harnesses and results, which the
-# chapters read. They ship inside the package (pyproject.toml's package-data), so a
-# chapter finds them wherever aiayn is installed, not only in the repository.
+# Benchmarks too slow for a build, run once: their results, which the chapters read
+# (the harnesses that made them are scripts in the repository's book/measurements/).
+# They ship inside the package (pyproject.toml's package-data), so a chapter finds them
+# wherever aiayn is installed, not only in the repository.
 MEASUREMENTS = Path(__file__).resolve().parent / "measurements"
 
 

@@ -3,254 +3,30 @@
     en-de   one hundred and twenty-one thousand  ->  einhunderteinundzwanzigtausend
     en-fr   one hundred and twenty-one thousand  ->  cent vingt et un mille
 
-The numbers run from 0 to 999,999,999,999; a source draws its number of digits
-uniformly, then the number, so that short and long numbers both occur. Every number
-belongs to one split, fixed by hashes (``number_split``): the test and validation
-numbers never occur in training. The words are the ``num2words`` package's:
-it spells each three-digit group, once, and ``spell`` puts the groups together with
-the scale words as num2words does (tests check that the two agree), far faster than
-a num2words call.
-
-Both sides share one byte-pair-encoded vocabulary (§5.1), learnt by ``tokenizers``
-from the first ``VOCABULARY_PAIRS`` pairs of the training corpus; training batches are
-cut from that corpus by approximate length within a token budget
-(``token_budget_batches``).
+The words are num2words' (``aiayn.tasks.number_words``). Every number belongs to one
+split, fixed by hashes (``number_split``): the test and validation numbers never occur
+in training. Both sides share one byte-pair-encoded vocabulary (§5.1,
+``aiayn.tasks.subwords``), learnt from the first ``VOCABULARY_PAIRS`` pairs of the
+training corpus; training batches are cut from that corpus by approximate length
+within a token budget (``token_budget_batches``). The scores add sacrebleu's corpus
+BLEU and chrF (``translation_scores``) to the exact match.
 """
 
-import json
-import re
-import zlib
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import ClassVar
 
 import torch
-from num2words import num2words
-from tokenizers import Tokenizer as BPETokenizer
-from tokenizers import models, pre_tokenizers, trainers
-from torch import nn
 
-from aiayn.tasks.base import (
-    Batch,
-    Task,
-    Tokenizer,
-    TrainingDefaults,
-    held_out_split,
-    make_batch,
+from aiayn.tasks.base import Batch, Task, TrainingDefaults, make_batch
+from aiayn.tasks.number_words import (
+    HELD_OUT_SHARE,
+    draw_numbers,
+    number_split,
+    read_english,
+    spell,
 )
-
-LARGEST = 10**12 - 1  # the largest number of the tasks: 999,999,999,999
-MAX_DIGITS = len(str(LARGEST))
-SCALES = (10**9, 10**6, 10**3, 1)  # billions, millions, thousands, units
-
-# ------------------------------------------------------------------ the number words
-
-
-@cache
-def group_words(group: int, language: str) -> str:
-    """num2words' words for a three-digit group 0..999 (cached: num2words is slow)."""
-    return num2words(group, lang=language)
-
-
-def groups(number: int) -> tuple[int, int, int, int]:
-    """123456789012 -> (123, 456, 789, 12): billions, millions, thousands, units."""
-    return tuple((number // scale) % 1000 for scale in SCALES)
-
-
-def spell(number: int, language: str) -> str:
-    """num2words(number, lang=language), 0 <= number <= LARGEST; language en, de, fr."""
-    if not 0 <= number <= LARGEST:
-        raise ValueError(f"{number} is outside 0..{LARGEST:,}")
-    if number < 1000:
-        return group_words(number, language)
-    return SPELLERS[language](*groups(number))
-
-
-def spell_english(billions: int, millions: int, thousands: int, units: int) -> str:
-    """'one million, two thousand and three': groups joined by commas, the last by
-    'and' when it is below a hundred."""
-    named = zip(
-        (billions, millions, thousands), ("billion", "million", "thousand"), strict=True
-    )
-    parts = [f"{group_words(g, 'en')} {name}" for g, name in named if g]
-    text = ", ".join(parts)
-    if units:
-        joint = " and " if units < 100 else ", "
-        text += joint + group_words(units, "en")
-    return text
-
-
-def spell_german(billions: int, millions: int, thousands: int, units: int) -> str:
-    """'zwei Millionen eintausenddrei': Million(en) and Milliarde(n) are words of their
-    own, tausend is glued to its group (num2words writes 101,000 as
-    'einhunderteinstausend'), and the units to the thousands."""
-    parts = []
-    for g, one, many in (
-        (billions, "Milliarde", "Milliarden"),
-        (millions, "Million", "Millionen"),
-    ):
-        if g:
-            parts.append(f"eine {one}" if g == 1 else f"{group_words(g, 'de')} {many}")
-    low = ""
-    if thousands:
-        low = (
-            "eintausend" if thousands == 1 else group_words(thousands, "de") + "tausend"
-        )
-    if units:
-        low += group_words(units, "de")
-    return " ".join(parts + ([low] if low else []))
-
-
-def spell_french(billions: int, millions: int, thousands: int, units: int) -> str:
-    """'deux millions mille trois': milliard(s) and million(s) take a plural s, mille
-    does not, and before it cents and quatre-vingts lose theirs."""
-    parts = []
-    for g, name in ((billions, "milliard"), (millions, "million")):
-        if g:
-            plural = "s" if g > 1 else ""
-            parts.append(f"{group_words(g, 'fr')} {name}{plural}")
-    if thousands:
-        words = group_words(thousands, "fr")
-        words = re.sub(r"(cent|vingt)s$", r"\1", words)
-        parts.append("mille" if thousands == 1 else f"{words} mille")
-    if units:
-        parts.append(group_words(units, "fr"))
-    return " ".join(parts)
-
-
-SPELLERS = {"en": spell_english, "de": spell_german, "fr": spell_french}
-
-ENGLISH_VALUES = {
-    word: value
-    for value, word in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-        "fourteen fifteen sixteen seventeen eighteen nineteen".split()
-    )
-} | {
-    word: 10 * tens
-    for tens, word in enumerate(
-        "twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2
-    )
-}
-ENGLISH_SCALES = {"billion": 10**9, "million": 10**6, "thousand": 10**3}
-
-
-def read_english(text: str) -> int:
-    """The number that num2words writes as ``text`` in English, e.g. 'twenty-one' -> 21.
-
-    A ValueError, saying why, for text that is not exactly num2words' English for a
-    number of 0..LARGEST.
-    """
-    total = current = 0
-    for word in re.split(r"[ ,-]+", text.strip()):
-        if word in ENGLISH_VALUES:
-            current += ENGLISH_VALUES[word]
-        elif word == "hundred":
-            current *= 100
-        elif word in ENGLISH_SCALES:
-            total, current = total + current * ENGLISH_SCALES[word], 0
-        elif word != "and":
-            raise ValueError(f"{word!r} is not an English number word")
-    number = total + current
-    if number > LARGEST or spell(number, "en") != text:
-        raise ValueError(f"not num2words' English for a number of 0..{LARGEST:,}")
-    return number
-
-
-HELD_OUT_SHARE = 10  # one number in 10 is held out: a validation or a test number
-
-
-def number_split(number: int) -> str:
-    """'train', 'validation' or 'test': a hash of the number decides whether it is held
-    out, and a hash of its English words which held-out split (``held_out_split``).
-
-    The numbers below 1000, the words every other number is made of, are all training
-    numbers (held out, each would fill a test set with copies of itself)."""
-    if number < 1000 or zlib.crc32(str(number).encode()) % HELD_OUT_SHARE:
-        return "train"
-    return held_out_split(spell(number, "en"))
-
-
-def draw_numbers(n: int, generator: torch.Generator) -> list[int]:
-    """n numbers: the number of digits uniform in 1..12, then the number uniformly."""
-    digits = torch.randint(1, MAX_DIGITS + 1, (n,), generator=generator)
-    low = torch.where(digits == 1, 0, 10 ** (digits - 1))
-    high = 10**digits  # exclusive
-    drawn = torch.rand(n, generator=generator, dtype=torch.float64)
-    return (low + (drawn * (high - low)).long().clamp(max=high - 1 - low)).tolist()
-
-
-# ------------------------------------------------------------- the subword vocabulary
-
-
-@dataclass(frozen=True)
-class SubwordTokenizer(Tokenizer):
-    """A byte-pair-encoding tokenizer: the Tokenizer of aiayn.tasks with BPE's split.
-
-    ``merges`` are BPE's merge rules, in the order they were learnt; with ``tokens``
-    they fix how text is split. A space becomes '▁' at the start of the next piece,
-    and punctuation (',' and '-') is a piece of its own, so ``join`` restores the text
-    exactly: 'twenty-one' -> ['▁twenty', '-', 'one'] -> 'twenty-one'.
-    """
-
-    merges: tuple[tuple[str, str], ...] = ()
-
-    @cached_property
-    def bpe(self) -> BPETokenizer:
-        """The tokenizers library's BPE with these tokens and merges."""
-        vocab = {token: i for i, token in enumerate(self.tokens)}
-        bpe = BPETokenizer(models.BPE(vocab, list(self.merges)))
-        bpe.pre_tokenizer = PRE_TOKENIZER
-        return bpe
-
-    @cached_property
-    def word_pieces(self) -> dict[str, list[str]]:
-        """Each word split so far, and its pieces: the words of numbers recur."""
-        return {}
-
-    def split(self, text: str) -> list[str]:
-        """'twenty-one' -> ['▁twenty', '-', 'one']; a character the vocabulary lacks
-        raises a ValueError."""
-        pieces = []
-        for word in WORD.findall("▁" + text.replace(" ", "▁")):
-            if word not in self.word_pieces:
-                found = [token.value for token in self.bpe.model.tokenize(word)]
-                if "".join(found) != word:  # BPE drops what it has no token for
-                    missing = sorted(set(word) - set("".join(self.tokens)))
-                    raise ValueError(f"characters {missing} are not in the vocabulary")
-                self.word_pieces[word] = found
-            pieces += self.word_pieces[word]
-        return pieces
-
-    def join(self, tokens: list[str]) -> str:
-        """The inverse of ``split``."""
-        return "".join(tokens).replace("▁", " ").removeprefix(" ")
-
-
-PRE_TOKENIZER = pre_tokenizers.Sequence(
-    [pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation()]
-)
-# the words of the pre-tokenizer: a space joins the next word as '▁', and ',' and '-'
-# are words of their own ('one thousand, twenty-one' -> ▁one ▁thousand , ▁twenty - one)
-WORD = re.compile(r"[,-]|▁?[^▁,-]+")
-SPECIAL_TOKENS = ("<pad>", "<s>", "</s>")
-
-
-def learn_vocabulary(texts: list[str], vocab_size: int) -> SubwordTokenizer:
-    """BPE learnt from ``texts``: the special tokens, the characters, then merges until
-    ``vocab_size`` tokens. Deterministic: the same texts give the same vocabulary."""
-    bpe = BPETokenizer(models.BPE())
-    bpe.pre_tokenizer = PRE_TOKENIZER
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False
-    )
-    bpe.train_from_iterator(texts, trainer)
-    vocab = bpe.get_vocab()
-    merges = json.loads(bpe.to_str())["model"]["merges"]
-    return SubwordTokenizer(
-        tuple(sorted(vocab, key=vocab.get)), merges=tuple(map(tuple, merges))
-    )
-
+from aiayn.tasks.subwords import SubwordTokenizer, learn_vocabulary
 
 # ----------------------------------------------------------- batching by a token budget
 
@@ -417,96 +193,6 @@ class NumberWordsTask(Task):
         return make_batch(self, [sources[i] for i in indices])
 
 
-# ------------------------------------------------------------- a rule-based alignment
-
-UNITS = {
-    "en": "one two three four five six seven eight nine".split(),
-    "de": "ein zwei drei vier fünf sechs sieben acht neun".split(),
-}
-TEENS = {
-    "en": "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen "
-    "nineteen".split(),
-    "de": "zehn elf zwölf dreizehn vierzehn fünfzehn sechzehn siebzehn achtzehn "
-    "neunzehn".split(),
-}
-TENS = {
-    "en": "twenty thirty forty fifty sixty seventy eighty ninety".split(),
-    "de": "zwanzig dreißig vierzig fünfzig sechzig siebzig achtzig neunzig".split(),
-}
-HUNDRED = {"en": "hundred", "de": "hundert"}
-SCALE_WORDS = {
-    "en": ("billion", "million", "thousand"),
-    "de": ("Milliarde", "Million", "tausend"),
-}
-PLACES = ("units", "tens", "hundreds", "scale")
-
-
-def group_pieces(value: int, scale: int, language: str) -> list[tuple[str, set]]:
-    """The words of a group, in the order written, each with the places it names:
-    {(scale, 'tens')}, ... English writes the tens first, German the units."""
-    hundreds, rest = divmod(value, 100)
-    pieces = []
-    if hundreds:
-        place = {(scale, "hundreds")}
-        pieces += [(UNITS[language][hundreds - 1], place), (HUNDRED[language], place)]
-    units = [(UNITS[language][rest % 10 - 1], {(scale, "units")})] if rest % 10 else []
-    if 10 <= rest < 20:
-        return pieces + [
-            (TEENS[language][rest - 10], {(scale, "tens"), (scale, "units")})
-        ]
-    tens = [(TENS[language][rest // 10 - 2], {(scale, "tens")})] if rest >= 20 else []
-    return pieces + (tens + units if language == "en" else units + tens)
-
-
-def place_labels(number: int, language: str) -> list[set]:
-    """For each character of ``spell(number, language)``, the places of the number it
-    writes: a set of (group, place), group 0 for the units to 3 for the billions,
-    place 'units', 'tens', 'hundreds' or 'scale'. Joining words ('and', 'und', commas,
-    hyphens, spaces) name no place: an empty set. English and German only.
-    """
-    text = spell(number, language)
-    labels: list[set] = [set() for _ in text]
-    if number == 0:
-        return [{(0, "units")} for _ in text]
-    cursor = 0
-    for scale, value in zip((3, 2, 1, 0), groups(number), strict=True):
-        if not value:
-            continue
-        pieces = group_pieces(value, scale, language)
-        if scale:
-            pieces.append((SCALE_WORDS[language][3 - scale], {(scale, "scale")}))
-        for word, places in pieces:
-            start = text.index(word, cursor)  # the next occurrence: words in order
-            for i in range(start, start + len(word)):
-                labels[i] = places
-            cursor = start + len(word)
-    return labels
-
-
-def rule_alignment(
-    source: str, target_tokens: list[str], source_tokens: list[str], language: str
-) -> list[set[int]]:
-    """For each target token, the source tokens that write the same places of the
-    number (empty for a token of joining letters only, such as 'und')."""
-
-    def token_places(tokens: list[str], number: int, lang: str) -> list[set]:
-        chars = place_labels(number, lang)
-        places, start = [], -1  # -1: the '▁' that the first token starts with
-        for token in tokens:
-            end = start + len(token)
-            places.append(set().union(*chars[max(start, 0) : end]))
-            start = end
-        return places
-
-    number = read_english(source)
-    src = token_places(source_tokens, number, "en")
-    tgt = token_places(target_tokens, number, language)
-    return [{j for j, s in enumerate(src) if s & t} for t in tgt]
-
-
-# ----------------------------------------------------------------- scores and cost
-
-
 def translation_scores(predictions: list[str], references: list[str]) -> dict:
     """Exact match, sacrebleu's corpus BLEU and chrF (0-100), and their signatures."""
     # imported here: a digit task does not need sacrebleu (nor its file locking)
@@ -523,41 +209,6 @@ def translation_scores(predictions: list[str], references: list[str]) -> dict:
         "bleu_signature": str(bleu.get_signature()),
         "chrf_signature": str(chrf.get_signature()),
     }
-
-
-def linear_weights(module: nn.Module) -> int:
-    """The weights of a module's linear layers (biases excluded)."""
-    return sum(m.weight.numel() for m in module.modules() if isinstance(m, nn.Linear))
-
-
-def training_flops(
-    model: nn.Module, task: NumberWordsTask, max_tokens: int, seed: int, steps: int
-) -> float:
-    """FLOPs of the matrix products of ``steps`` training steps: 6 per weight and
-    position it reads, as the chapter "Hardware and schedule" counts them.
-
-    The steps' batches are drawn again, as ``new_run`` seeds its data generator: the
-    encoder's weights read the real source tokens, the encoder-decoder attention's W^K
-    and W^V the padded memory, the rest of the decoder and the output layer the real
-    target tokens. The attention scores themselves are left out.
-    """
-    cross = sum(
-        layer.cross_attn.in_proj.weight.numel() * 2 // 3
-        for layer in model.decoder.layers
-    )
-    source_side = linear_weights(model.encoder)
-    target_side = linear_weights(model.decoder) - cross
-    target_side += model.output_projection.weight.numel()
-    src_lengths, tgt_lengths = task.corpus_lengths
-    generator = torch.Generator().manual_seed(seed)
-    flops = 0.0
-    for _ in range(steps):
-        batch = task.budget_batch_indices(max_tokens, generator)
-        source = sum(src_lengths[i] for i in batch)
-        memory = len(batch) * max(src_lengths[i] for i in batch)
-        target = sum(tgt_lengths[i] for i in batch)
-        flops += 6.0 * (source_side * source + cross * memory + target_side * target)
-    return flops
 
 
 # The translation chapter's training, `python -m aiayn train --task en-de`'s defaults

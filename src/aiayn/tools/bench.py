@@ -230,22 +230,15 @@ def with_fixed_malloc() -> None:
         os.execve(sys.executable, command, os.environ | FIXED_MALLOC)
 
 
-def cli() -> None:
-    with_fixed_malloc()
+def bench_parser(defaults: dict) -> argparse.ArgumentParser:
+    """The options: every model and batch field (``defaults``: the toy preset's), the
+    steps, the threads and a JSON file for the medians."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
         epilog="Without model or batch options both presets run (toy, larger); with"
         " any of them, one configuration: the options given, the toy preset for the"
         " rest.",
     )
-    toy = bench_config()
-    defaults = {
-        "d_model": toy.model.d_model, "nhead": toy.model.nhead,
-        "layers": toy.model.num_encoder_layers,
-        "dim_feedforward": toy.model.dim_feedforward, "dropout": toy.model.dropout,
-        "vocab": toy.model.src_vocab, "batch_size": toy.batch_size,
-        "src_len": toy.src_len, "tgt_len": toy.tgt_len,
-    }  # fmt: skip
     for name, kind in {**MODEL_OPTIONS, **BATCH_OPTIONS}.items():
         flag = "--" + name.replace("_", "-")
         parser.add_argument(flag, type=kind, help=f"toy preset: {defaults[name]}")
@@ -255,7 +248,32 @@ def cli() -> None:
         "--threads", type=int, default=os.cpu_count(), help="torch threads"
     )
     parser.add_argument("--json", help="also write the medians (ms) here")
-    args = parser.parse_args()
+    return parser
+
+
+def print_medians(name: str, cfg: BenchConfig, medians: dict) -> None:
+    """One configuration's medians, ours against nn.Transformer's, on both clocks."""
+    print(f"{name}: {cfg}")
+    print(f"  padding: {describe_padding(bench_batch(cfg))} of the positions")
+    for i, clock in enumerate(("wall-clock", "CPU time")):
+        ours, theirs = medians["ours"][i], medians["pytorch"][i]
+        print(
+            f"  {clock:10s}  ours {ours:8.2f} ms   nn.Transformer {theirs:8.2f} ms"
+            f"   ratio ours/PyTorch {ours / theirs:.3f}"
+        )
+
+
+def cli() -> None:
+    with_fixed_malloc()
+    toy = bench_config()
+    defaults = {
+        "d_model": toy.model.d_model, "nhead": toy.model.nhead,
+        "layers": toy.model.num_encoder_layers,
+        "dim_feedforward": toy.model.dim_feedforward, "dropout": toy.model.dropout,
+        "vocab": toy.model.src_vocab, "batch_size": toy.batch_size,
+        "src_len": toy.src_len, "tgt_len": toy.tgt_len,
+    }  # fmt: skip
+    args = bench_parser(defaults).parse_args()
     torch.set_num_threads(args.threads)
     chosen = {name: getattr(args, name) for name in defaults}
     chosen = {name: value for name, value in chosen.items() if value is not None}
@@ -263,15 +281,8 @@ def cli() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
     measured = {}
     for name, cfg in configs.items():
-        medians = measured[name] = run(cfg, args.steps, args.warmup)
-        print(f"{name}: {cfg}")
-        print(f"  padding: {describe_padding(bench_batch(cfg))} of the positions")
-        for i, clock in enumerate(("wall-clock", "CPU time")):
-            ours, theirs = medians["ours"][i], medians["pytorch"][i]
-            print(
-                f"  {clock:10s}  ours {ours:8.2f} ms   nn.Transformer {theirs:8.2f} ms"
-                f"   ratio ours/PyTorch {ours / theirs:.3f}"
-            )
+        measured[name] = run(cfg, args.steps, args.warmup)
+        print_medians(name, cfg, measured[name])
     if args.json:
         with open(args.json, "w") as file:
             json.dump(

@@ -6,7 +6,7 @@ number of steps, with the settings of the named run "table3-base"
 (``aiayn.train.presets``) and the row's changes, then scores the final
 weights (no checkpoint averaging, as Table 3) on validation sources: perplexity per
 target token under teacher forcing, and greedy decoding's token accuracy and exact
-match. ``aiayn/book/measurements/table3.py`` runs every row and seed;
+match. The repository's ``book/measurements/table3.py`` ran every row and seed;
 "Model variations" renders the results.
 """
 

@@ -28,7 +28,7 @@ class GraphedForwardBackward:
     the first, its sequences padded to ``length``.
 
     ``batch_loss(model, batch) -> (loss, correct (B, T), real (B, T))`` is the pass
-    to record (``aiayn.train.loop.batch_loss``); its loss is backpropagated into the
+    to record (``aiayn.train.loss.batch_loss``); its loss is backpropagated into the
     model's ``.grad`` tensors, which the graph owns from then on: they must not be
     set to None (``zero_grad(set_to_none=True)``).
     """

@@ -108,8 +108,13 @@ def in_process_group() -> bool:
 
 
 def rank() -> int:
-    """This process's rank: 0 outside a process group."""
-    return dist.get_rank() if in_process_group() else 0
+    """This process's rank: in a process group, its rank there; before it joins one
+    (``process_group``), the RANK torchrun gave it; 0 without torchrun, or where RANK
+    is not a whole number (``world_from_environment`` says why)."""
+    if in_process_group():
+        return dist.get_rank()
+    text = os.environ.get("RANK", "0")
+    return int(text) if text.strip().isdigit() else 0
 
 
 def world_size() -> int:

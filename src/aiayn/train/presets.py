@@ -3,8 +3,8 @@
 A named run is a task and changes to its own defaults (``task_config``): fields of
 TrainConfig or of its model's TransformerConfig (``changed_config``). The book's models
 (``aiayn.book.models``), the base row of Table 3 in miniature
-(``aiayn.tools.variations``) and the earlier defaults that the appendix on time to
-accuracy compares (``aiayn.tools.time_to_accuracy``) all read it.
+(``aiayn.tools.variations``) and the runs without short sources that the appendix on
+time to accuracy compares (``aiayn.tools.time_to_accuracy``) all read it.
 
     preset_config("en-de", seed=1)       # a TrainConfig
 """
@@ -24,10 +24,9 @@ class Preset:
     changes: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
 
 
-# TrainConfig()'s defaults before short training sources (uniform_length_share) and
-# held-out sources of every length: what the CPU sweep chose, and what
-# src/aiayn/book/measurements/previous_defaults/ trained (evaluated on length 10 alone)
-PREVIOUS_DEFAULTS = MappingProxyType(
+# reverse-repeats trained on long sources alone (no uniform_length_share), for up to
+# 8000 steps or until 99.5% exact match
+NO_SHORT_SOURCES = MappingProxyType(
     dict(uniform_length_share=0.0, steps=8000, target_exact_match=0.995)
 )
 
@@ -57,14 +56,15 @@ PRESETS = {
             )
         ),
     ),
-    # the defaults before short sources ("Time to accuracy")
-    "previous-defaults": Preset("reverse-repeats", PREVIOUS_DEFAULTS),
-    # the defaults before the CPU sweep (aiayn/book/measurements/tta_cpu_sweep.py):
-    # what its variants change, and what the stored GPU runs trained
-    "earlier-defaults": Preset(
+    # the runs of the appendix "What made the last percent faster" (its stored runs:
+    # the measurement folders of the same names): no short sources; and no short
+    # sources with batches of 256, a warm-up of 300 steps at half Eq. (3)'s rate, and
+    # the mean of 5 snapshots 20 steps apart
+    "no-short-sources": Preset("reverse-repeats", NO_SHORT_SOURCES),
+    "no-short-sources-batch-256": Preset(
         "reverse-repeats",
         MappingProxyType(
-            PREVIOUS_DEFAULTS
+            NO_SHORT_SOURCES
             | dict(
                 batch_size=256,
                 warmup_steps=300,

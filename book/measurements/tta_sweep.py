@@ -4,14 +4,17 @@ Run on one H100 (torch 2.11, CUDA), many variants at once, one process each, bef
 few_digits_share and the new defaults existed in the library (the old defaults are
 pinned below); so the few-digit sources ("rich") are drawn here by ``rich_sources``:
 the same distribution as
-``aiayn.train.loop.training_sources`` (a share of the sources takes its digits from a
+``aiayn.tasks.training_data.training_sources`` (a share of the sources takes its digits from a
 random set of 1 to 5), another order of random draws. Each variant trains with
 ``train_step`` and, every 50 steps, greedy-decodes the 10,000 length-10 test sources
 with the raw and the averaged model; a run stops when either reaches 99.95%. The
-results are the four ``tta_sweep*.jsonl`` files beside this one:
+results are the four ``tta_sweep*.jsonl`` files among the book's measurements
+(``aiayn.book.models.MEASUREMENTS``), and the variants below are
+``tta_sweep_plan.json`` beside them, which the appendix reads (a test checks that it
+is this file's):
 
     M=src/aiayn/book/measurements
-    PYTHONPATH=src python $M/tta_sweep.py --out $M/tta_sweep1.jsonl \
+    PYTHONPATH=src python book/measurements/tta_sweep.py --out $M/tta_sweep1.jsonl \
         --jobs 16 --steps 3000 --variants base rich50 ...   # the names below
 
 The seconds in the results are not comparable between variants: 8 to 16 runs shared

@@ -6,10 +6,13 @@ Each variant changes fields of ``BASE`` (or of its model): the defaults that
 length-10 test sources with the averaged model; it stops at 99.9% or after 1,600
 steps of 256 sources (as many sources at another batch size). Two runs at a time,
 one thread each, so the seconds are not comparable with ``time_to_accuracy``'s; the
-steps are. The results are ``tta_cpu_sweep.jsonl`` beside this file:
+steps are. The results are ``tta_cpu_sweep.jsonl`` among the book's measurements
+(``aiayn.book.models.MEASUREMENTS``), and what ran, the variants and settings below, is
+``tta_cpu_sweep_plan.json`` beside it, which the appendix reads (a test checks that it
+is this file's):
 
     M=src/aiayn/book/measurements
-    PYTHONPATH=src python $M/tta_cpu_sweep.py $M/tta_cpu_sweep.jsonl \
+    PYTHONPATH=src python book/measurements/tta_cpu_sweep.py $M/tta_cpu_sweep.jsonl \
         [VARIANT ...]     # every variant of VARIANTS if none is named
 
 What a step of each variant costs is measured apart, on two threads and with nothing
@@ -17,7 +20,8 @@ else running: a few steps of every variant in turn, in a new order each round, e
 round's times divided by the defaults' of the same round, and the median over the
 rounds kept (``tta_cpu_step_cost.json``):
 
-    PYTHONPATH=src python $M/tta_cpu_sweep.py --step-cost $M/tta_cpu_step_cost.json
+    PYTHONPATH=src python book/measurements/tta_cpu_sweep.py \
+        --step-cost $M/tta_cpu_step_cost.json
 """
 import json
 import multiprocessing as mp
@@ -32,7 +36,7 @@ from aiayn.train.presets import PRESETS
 
 # TrainConfig()'s defaults when this sweep ran, what every variant changes (the row
 # "defaults"); since then the defaults are snap-wu-b128's
-BASE = PRESETS["earlier-defaults"].changes
+BASE = PRESETS["no-short-sources-batch-256"].changes
 # the two variants of this sweep's first round that beat the defaults with both seeds
 SNAP_WU = dict(snapshot_every=10, average_last=10, warmup_steps=150, lr_factor=0.354)
 VARIANTS = {

@@ -2,7 +2,7 @@
 
 Run once, on a CPU, outside the book's build (23 CPU-minutes):
 
-    nice -n 5 .venv/bin/python src/aiayn/book/measurements/table3.py \
+    nice -n 5 .venv/bin/python book/measurements/table3.py \
         --out src/aiayn/book/measurements/table3_cpu.jsonl
 
 Two processes with one torch thread each run ``run_row`` for every (row, seed); the
