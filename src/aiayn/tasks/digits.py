@@ -121,7 +121,7 @@ class DigitTask(Task):
 
 # Moving digits by position needs one layer a side, and half the steps.
 MOVING_DIGITS_DEFAULTS = TrainingDefaults(
-    few_digits_share=0.5, num_encoder_layers=1, num_decoder_layers=1, steps=1000
+    few_digits_share=0.5, encoder_layers=1, decoder_layers=1, steps=1000
 )
 
 TASKS = {
