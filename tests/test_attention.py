@@ -107,13 +107,13 @@ def test_sdpa_applies_dropout_module_to_weights():
 # --------------------------------------------------------------
 
 
-def make_mha(d_model=16, nhead=4, seed=0, **kwargs):
+def make_mha(d_model=16, h=4, seed=0, **kwargs):
     torch.manual_seed(seed)
-    return MultiHeadAttention(d_model, nhead, **kwargs).eval()
+    return MultiHeadAttention(d_model, h, **kwargs).eval()
 
 
-def test_mha_rejects_d_model_not_divisible_by_nhead():
-    with pytest.raises(ValueError, match=r"d_model=100 is not divisible by nhead=8"):
+def test_mha_rejects_d_model_not_divisible_by_h():
+    with pytest.raises(ValueError, match=r"d_model=100 is not divisible by h=8"):
         MultiHeadAttention(100, 8)
 
 
@@ -123,45 +123,35 @@ def test_mha_shapes_self_and_cross_attention():
     assert mha(x, x, x).shape == (2, 3, 16)
     assert mha(x, memory, memory).shape == (2, 3, 16)
     assert mha(x, memory, memory.flip(1)).shape == (2, 3, 16)
-    assert (mha.d_k, mha.nhead) == (4, 4)
+    assert (mha.d_k, mha.h) == (4, 4)
 
 
 def per_head_loop(mha, query, key, value, mask=None):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O with per-head weight slices."""
-    w_q, w_k, w_v = mha.in_proj.weight.chunk(3)
-    b_q, b_k, b_v = mha.in_proj.bias.chunk(3)
     heads = []
-    for i in range(mha.nhead):
-        rows = slice(i * mha.d_k, (i + 1) * mha.d_k)
-        q = query @ w_q[rows].T + b_q[rows]  # (B, T, d_k)
-        k = key @ w_k[rows].T + b_k[rows]
-        v = value @ w_v[rows].T + b_v[rows]
+    for i in range(mha.h):
+        rows = slice(i * mha.d_k, (i + 1) * mha.d_k)  # head i's W^Q_i, W^K_i, W^V_i
+        q = query @ mha.w_q.weight[rows].T + mha.w_q.bias[rows]  # (B, T, d_k)
+        k = key @ mha.w_k.weight[rows].T + mha.w_k.bias[rows]
+        v = value @ mha.w_v.weight[rows].T + mha.w_v.bias[rows]
         scores = q @ k.transpose(-2, -1) / math.sqrt(mha.d_k)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         heads.append(torch.softmax(scores, dim=-1) @ v)
-    return mha.out_proj(torch.cat(heads, dim=-1))
+    return mha.w_o(torch.cat(heads, dim=-1))
 
 
-@pytest.mark.parametrize("need_weights", [False, True])
-def test_mha_equals_loop_over_heads(need_weights):
+def test_mha_equals_loop_over_heads():
     mha = make_mha()
-
-    def attention(*args):
-        out = mha(*args, need_weights=need_weights)
-        return out[0] if need_weights else out
-
     x, memory = torch.randn(2, 3, 16), torch.randn(2, 6, 16)
     mask = random_mask((2, 1, 6))
-    assert_close(attention(x, x, x), per_head_loop(mha, x, x, x))
+    assert_close(mha(x, x, x), per_head_loop(mha, x, x, x))
     assert_close(
-        attention(x, memory, memory, mask),
+        mha(x, memory, memory, mask),
         per_head_loop(mha, x, memory, memory, mask),
     )
     value = torch.randn(2, 6, 16)
-    assert_close(
-        attention(x, memory, value, None), per_head_loop(mha, x, memory, value)
-    )
+    assert_close(mha(x, memory, value, None), per_head_loop(mha, x, memory, value))
 
 
 def test_mha_fully_masked_row_gives_zero_heads_not_nan():
@@ -169,10 +159,12 @@ def test_mha_fully_masked_row_gives_zero_heads_not_nan():
     x = torch.randn(2, 4, 16)
     mask = torch.ones(2, 4, 4, dtype=torch.bool)
     mask[1, 2] = False
-    out, weights = mha(x, x, x, mask, need_weights=True)
-    assert not out.isnan().any() and (weights[1, :, 2] == 0).all()
+    weights = []
+    mha.attention_weights.register_forward_hook(lambda m, i, w: weights.append(w))
+    out = mha(x, x, x, mask)
+    assert not out.isnan().any() and (weights[0][1, :, 2] == 0).all()
     # with every key masked the head outputs are zero, leaving only the output bias
-    assert_close(out[1, 2], mha.out_proj.bias)
+    assert_close(out[1, 2], mha.w_o.bias)
 
 
 def test_mha_output_is_invariant_to_permuting_keys_and_values():
@@ -191,5 +183,7 @@ def test_mha_rejects_float_mask_and_bad_shape():
     x = torch.randn(2, 3, 16)
     with pytest.raises(TypeError, match="mask"):
         mha(x, x, x, torch.ones(2, 1, 3))
-    with pytest.raises(ValueError, match=r"mask of shape \(2, 1, 4\).*\(2, 3, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"mask of shape \(2, 1, 1, 4\).*\(2, 4, 3, 3\)"
+    ):
         mha(x, x, x, torch.ones(2, 1, 4, dtype=torch.bool))

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 from torch.testing import assert_close
 
-from aiayn import Transformer, padding_mask
+from aiayn import Transformer, TransformerConfig, padding_mask
 from aiayn.decoding import beam_search, greedy_decode, length_penalty
 
 PAD, BOS, EOS = 0, 1, 2
@@ -26,17 +26,18 @@ def random_model(seed: int, vocab: int = 11) -> Transformer:
     """An untrained model: arbitrary distributions, which is the point. (Untied
     weights: a tied one mostly repeats a token forever and never ends.)"""
     torch.manual_seed(seed)
-    return Transformer(
+    config = TransformerConfig(
         src_vocab=vocab,
         tgt_vocab=vocab,
         d_model=16,
-        nhead=4,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        dim_feedforward=32,
+        h=4,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_ff=32,
         dropout=0.0,
         tie_weights=False,
-    ).eval()
+    )
+    return Transformer(config).eval()
 
 
 def random_sources(seed: int, vocab: int = 11, batch: int = 6, length: int = 7):
@@ -79,7 +80,14 @@ def test_one_beam_is_greedy_decoding(alpha):
         model, src = random_model(seed), random_sources(seed)
         greedy = greedy_decode(model, src, PAD, BOS, EOS, max_len=12)
         beam = beam_search(
-            model, src, PAD, BOS, EOS, 12, beam_size=1, alpha=alpha,
+            model,
+            src,
+            PAD,
+            BOS,
+            EOS,
+            12,
+            beam_size=1,
+            alpha=alpha,
             stop_at_k_finished=True,  # fairseq's rule: one beam is greedy
         )
         assert torch.equal(beam, greedy)

@@ -10,8 +10,8 @@ from aiayn.tools import bench
 from aiayn.tools.bench import BenchConfig, bench_batch, bench_config, build_models, run
 
 TINY = BenchConfig(
-    TransformerConfig(src_vocab=11, tgt_vocab=11, d_model=16, nhead=2,
-                      num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=32,
+    TransformerConfig(src_vocab=11, tgt_vocab=11, d_model=16, h=2,
+                      encoder_layers=2, decoder_layers=2, d_ff=32,
                       dropout=0.0),
     batch_size=4, src_len=6, tgt_len=5,
 )  # fmt: skip
@@ -19,9 +19,9 @@ TINY = BenchConfig(
 
 def test_command_line_options_change_the_toy_preset():
     cfg = bench_config(layers=2, vocab=11, d_model=16, batch_size=4)
-    assert (cfg.model.num_encoder_layers, cfg.model.num_decoder_layers) == (2, 2)
+    assert (cfg.model.encoder_layers, cfg.model.decoder_layers) == (2, 2)
     assert (cfg.model.src_vocab, cfg.model.tgt_vocab) == (11, 11)
-    assert (cfg.model.d_model, cfg.model.nhead, cfg.batch_size) == (16, 4, 4)
+    assert (cfg.model.d_model, cfg.model.h, cfg.batch_size) == (16, 4, 4)
     assert bench_config() == BenchConfig()
 
 

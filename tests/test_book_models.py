@@ -9,7 +9,7 @@ from aiayn.train import loop as training
 from aiayn.train.config import TrainConfig, toy_model_config
 
 SHAPE = dict(
-    d_model=32, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64
+    d_model=32, h=2, encoder_layers=1, decoder_layers=1, d_ff=64
 )
 TINY = dict(
     model_config=toy_model_config("copy", **SHAPE),
@@ -35,7 +35,7 @@ def test_the_book_models_are_the_chapters_configurations():
     )  # the CLI's defaults
     for name in ("copy", "reverse"):
         config = book_models.BOOK_MODELS[name]
-        one_layer = toy_model_config(name, num_encoder_layers=1, num_decoder_layers=1)
+        one_layer = toy_model_config(name, encoder_layers=1, decoder_layers=1)
         easier = dict(task=name, model_config=one_layer, steps=1000)
         assert config == dataclasses.replace(TrainConfig(), **easier)
 

@@ -27,10 +27,10 @@ def random_model(seed: int, **fields) -> Transformer:
     """An untrained model whose greedy outputs vary (tied weights would echo tokens)."""
     torch.manual_seed(seed)
     options = dict(
-        src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=32, nhead=4, num_encoder_layers=2,
-        num_decoder_layers=3, dim_feedforward=64, tie_weights=False,
+        src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=32, h=4, encoder_layers=2,
+        decoder_layers=3, d_ff=64, tie_weights=False,
     )  # fmt: skip
-    return Transformer(**{**options, **fields}).eval()
+    return Transformer(TransformerConfig(**{**options, **fields})).eval()
 
 
 def end_token(model: Transformer, src: torch.Tensor) -> int:
@@ -188,8 +188,8 @@ def test_cache_on_a_cpu_keeps_gradients_out():
 
 def test_decoding_benchmark_times_both_paths():
     config = TransformerConfig(
-        src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=16, nhead=2, num_encoder_layers=1,
-        num_decoder_layers=1, dim_feedforward=32,
+        src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=16, h=2, encoder_layers=1,
+        decoder_layers=1, d_ff=32,
     )  # fmt: skip
     times = decode_times(config, batch_size=2, src_len=4, lengths=(3, 5), repeats=1)
     assert list(times) == [3, 5]

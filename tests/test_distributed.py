@@ -28,9 +28,7 @@ from aiayn.train.loop import TrainingInterrupted, read_metrics, train_step
 from aiayn.train.run import train_on_task
 from aiayn.train.state import new_run
 
-SHAPE = dict(
-    d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32
-)
+SHAPE = dict(d_model=16, h=2, encoder_layers=1, decoder_layers=1, d_ff=32)
 # on the CPU, also where there is a GPU: two processes share no GPU
 TINY = dict(
     model_config=toy_model_config("copy", **SHAPE),
@@ -76,11 +74,9 @@ def key_biases_apart(weights: dict[str, torch.Tensor]) -> tuple[dict, list]:
     becomes a step of about lr either way.
     """
     kept, keys = dict(weights), []
-    for name, bias in weights.items():
-        if name.endswith("in_proj.bias"):  # (3 d_model,): query, key, value
-            query, key, value = bias.chunk(3)
-            kept[name] = torch.cat([query, value])
-            keys.append(key)
+    for name in weights:
+        if name.endswith("w_k.bias"):  # (h d_k,): W^K's bias
+            keys.append(kept.pop(name))
     return kept, keys
 
 

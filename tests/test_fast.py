@@ -18,6 +18,7 @@ from aiayn import (
     EncoderLayer,
     MultiHeadAttention,
     Transformer,
+    TransformerConfig,
     attention_maps,
     padding_mask,
     scaled_dot_product_attention,
@@ -37,6 +38,8 @@ from aiayn.fast.transformer import FastTransformer, decode, encode
 
 FUSED, SHORT = Kernels(short_sequence=0), Kernels(short_sequence=32)
 KERNELS = {"fused kernel": FUSED, "short-sequence path": SHORT}
+
+
 def random_qkv(batch=2, heads=3, t=4, s=5, d_k=8, seed=0):
     generator = torch.Generator().manual_seed(seed)
     return [torch.randn(batch, heads, n, d_k, generator=generator) for n in (t, s, s)]
@@ -183,7 +186,7 @@ def test_projections_in_parts_are_the_projections_at_once():
 @pytest.mark.parametrize("kernels", KERNELS.values(), ids=KERNELS)
 def test_fast_layers_are_the_reference_layers(norm_first, kernels):
     torch.manual_seed(0)
-    options = dict(dim_feedforward=32, dropout=0.0, norm_first=norm_first)
+    options = dict(d_ff=32, dropout=0.0, norm_first=norm_first)
     encoder, decoder = EncoderLayer(16, 4, **options), DecoderLayer(16, 4, **options)
     x, y = torch.randn(3, 7, 16), torch.randn(3, 5, 16)
     src_mask = random_mask((3, 1, 7))
@@ -204,13 +207,15 @@ def test_fast_layers_are_the_reference_layers(norm_first, kernels):
 
 def test_fast_transformer_has_the_reference_parameters_and_initial_weights():
     torch.manual_seed(5)
-    reference = Transformer(**SMALL)
+    reference = Transformer(TransformerConfig(**SMALL))
     torch.manual_seed(5)
-    fast = FastTransformer(**SMALL)
+    fast = FastTransformer(TransformerConfig(**SMALL))
     ours, theirs = fast.state_dict(), reference.state_dict()
     assert list(ours) == list(theirs)
     assert all(torch.equal(ours[name], theirs[name]) for name in ours)
-    assert FastTransformer(**SMALL).load_state_dict(theirs)  # checkpoints go either way
+    assert FastTransformer(TransformerConfig(**SMALL)).load_state_dict(
+        theirs
+    )  # checkpoints go either way
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -218,7 +223,7 @@ def test_fast_transformer_has_the_reference_parameters_and_initial_weights():
 def test_fast_transformer_is_the_reference_forward_and_backward(shape, mode):
     fields = SMALL | SHAPES[shape]
     torch.manual_seed(0)
-    model = FastTransformer(**fields).train(mode != "eval")
+    model = FastTransformer(TransformerConfig(**fields)).train(mode != "eval")
     src, tgt_in, tgt_out, src_mask, tgt_mask = batch(tgt_vocab=fields["tgt_vocab"])
     fast = model(src, tgt_in, src_mask, tgt_mask)
     reference = Transformer.forward(model, src, tgt_in, src_mask, tgt_mask)
@@ -234,7 +239,7 @@ def test_fast_transformer_is_the_reference_forward_and_backward(shape, mode):
 
 def test_decoding_with_a_cache_is_the_reference_decoder_and_leaves_the_cache_alone():
     torch.manual_seed(0)
-    model = Transformer(**SMALL).eval()
+    model = Transformer(TransformerConfig(**SMALL)).eval()
     src, tgt_in, _, src_mask, _ = batch()
     memory = encode(model, src, src_mask)
     assert_close(memory, model.encode(src, src_mask))
@@ -251,8 +256,11 @@ def test_decoding_with_a_cache_is_the_reference_decoder_and_leaves_the_cache_alo
 
 
 def test_kernels_are_a_setting_of_the_model():
-    model = FastTransformer(**SMALL, kernels=FUSED).eval()
-    assert model.kernels == FUSED and FastTransformer(**SMALL).kernels == SHORT
+    model = FastTransformer(TransformerConfig(**SMALL), FUSED).eval()
+    assert (
+        model.kernels == FUSED
+        and FastTransformer(TransformerConfig(**SMALL)).kernels == SHORT
+    )
     src, tgt_in, _, src_mask, tgt_mask = batch()
     fused = model(src, tgt_in, src_mask, tgt_mask)
     model.kernels = SHORT
@@ -261,7 +269,7 @@ def test_kernels_are_a_setting_of_the_model():
 
 def test_attention_maps_are_the_reference_maps_and_leave_no_hooks():
     torch.manual_seed(0)
-    model = FastTransformer(**SMALL).eval()
+    model = FastTransformer(TransformerConfig(**SMALL)).eval()
     src, tgt_in, _, src_mask, tgt_mask = batch()
     maps = attention_maps(model, src, tgt_in, src_mask, tgt_mask)
     assert [len(maps[kind]) for kind in ("encoder_self", "decoder_self", "cross")] == [

@@ -7,7 +7,7 @@ from aiayn import PositionwiseFeedForward
 
 def test_ffn_equals_two_convolutions_with_kernel_size_one():
     torch.manual_seed(0)
-    ffn = PositionwiseFeedForward(d_model=16, dim_feedforward=64).eval()
+    ffn = PositionwiseFeedForward(d_model=16, d_ff=64).eval()
     conv1, conv2 = nn.Conv1d(16, 64, kernel_size=1), nn.Conv1d(64, 16, kernel_size=1)
     with torch.no_grad():
         conv1.weight.copy_(ffn.linear1.weight.unsqueeze(-1))  # (64, 16) -> (64, 16, 1)

@@ -7,23 +7,22 @@ from aiayn import (
     MultiHeadAttention,
     load_multihead_attention,
     padding_mask,
+    store_multihead_attention,
     subsequent_mask,
     to_key_padding_mask,
     to_torch_mask,
 )
 
-D_MODEL, NHEAD = 16, 4
+D_MODEL, H = 16, 4
 
 
 def loaded_pair():
     torch.manual_seed(0)
-    theirs = nn.MultiheadAttention(D_MODEL, NHEAD, batch_first=True).eval()
+    theirs = nn.MultiheadAttention(D_MODEL, H, batch_first=True).eval()
     with torch.no_grad():
         for p in theirs.parameters():
             p.normal_(std=0.3)  # nonzero biases too
-    ours = load_multihead_attention(
-        MultiHeadAttention(D_MODEL, NHEAD), theirs
-    ).eval()
+    ours = load_multihead_attention(MultiHeadAttention(D_MODEL, H), theirs).eval()
     return ours, theirs
 
 
@@ -62,13 +61,26 @@ def test_multihead_attention_matches_pytorch_with_causal_bool_mask_and_weights()
         need_weights=True,
         average_attn_weights=False,
     )
-    out, weights = ours(x, x, x, mask, need_weights=True)
-    assert_close(out, expected)
-    assert_close(weights, their_weights)
+    weights = []
+    ours.attention_weights.register_forward_hook(lambda m, i, w: weights.append(w))
+    assert_close(ours(x, x, x, mask), expected)
+    assert_close(weights[0], their_weights)
+
+
+def test_multihead_attention_goes_back_to_pytorch():
+    ours, _ = loaded_pair()
+    theirs = store_multihead_attention(
+        ours, nn.MultiheadAttention(D_MODEL, H, batch_first=True).eval()
+    )
+    x = torch.randn(2, 5, D_MODEL)
+    assert_close(ours(x, x, x), theirs(x, x, x, need_weights=False)[0])
+    back = load_multihead_attention(MultiHeadAttention(D_MODEL, H), theirs)
+    for loaded, original in zip(back.parameters(), ours.parameters(), strict=True):
+        assert torch.equal(loaded, original)
 
 
 def test_load_rejects_mismatched_shapes_and_missing_biases():
-    with pytest.raises(ValueError, match="d_model=16, nhead=4"):
+    with pytest.raises(ValueError, match="d_model=16, h=4"):
         load_multihead_attention(
             MultiHeadAttention(16, 4), nn.MultiheadAttention(16, 2)
         )

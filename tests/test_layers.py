@@ -19,7 +19,7 @@ from aiayn import (
     to_torch_mask,
 )
 
-D_MODEL, NHEAD, D_FF = 16, 4, 32
+D_MODEL, H, D_FF = 16, 4, 32
 SRC = torch.tensor([[3, 4, 5, 6, 7], [3, 4, 5, 0, 0], [3, 0, 0, 0, 0]])  # 0 = padding
 TGT = torch.tensor([[1, 2, 3, 4], [1, 2, 0, 0], [1, 2, 3, 0]])
 
@@ -52,12 +52,10 @@ def test_residual_sublayer_post_ln_and_pre_ln():
 def test_encoder_layer_matches_pytorch(norm_first):
     torch.manual_seed(0)
     theirs = nn.TransformerEncoderLayer(
-        D_MODEL, NHEAD, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
+        D_MODEL, H, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
     ).eval()
     ours = load_encoder_layer(
-        EncoderLayer(
-            D_MODEL, NHEAD, dim_feedforward=D_FF, dropout=0.0, norm_first=norm_first
-        ),
+        EncoderLayer(D_MODEL, H, d_ff=D_FF, dropout=0.0, norm_first=norm_first),
         theirs,
     ).eval()
     x = torch.randn(3, 5, D_MODEL)
@@ -72,12 +70,10 @@ def test_encoder_layer_matches_pytorch(norm_first):
 def test_decoder_layer_matches_pytorch(norm_first):
     torch.manual_seed(0)
     theirs = nn.TransformerDecoderLayer(
-        D_MODEL, NHEAD, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
+        D_MODEL, H, D_FF, dropout=0.0, batch_first=True, norm_first=norm_first
     ).eval()
     ours = load_decoder_layer(
-        DecoderLayer(
-            D_MODEL, NHEAD, dim_feedforward=D_FF, dropout=0.0, norm_first=norm_first
-        ),
+        DecoderLayer(D_MODEL, H, d_ff=D_FF, dropout=0.0, norm_first=norm_first),
         theirs,
     ).eval()
     x, memory = torch.randn(3, 4, D_MODEL), torch.randn(3, 5, D_MODEL)
@@ -96,8 +92,8 @@ def test_decoder_layer_matches_pytorch(norm_first):
 def test_stacks_match_pytorch(norm_first):
     torch.manual_seed(0)
     kwargs = dict(dropout=0.0, batch_first=True, norm_first=norm_first)
-    encoder_layer = nn.TransformerEncoderLayer(D_MODEL, NHEAD, D_FF, **kwargs)
-    decoder_layer = nn.TransformerDecoderLayer(D_MODEL, NHEAD, D_FF, **kwargs)
+    encoder_layer = nn.TransformerEncoderLayer(D_MODEL, H, D_FF, **kwargs)
+    decoder_layer = nn.TransformerDecoderLayer(D_MODEL, H, D_FF, **kwargs)
     # pre-LN needs one; post-LN none
     final_norm = nn.LayerNorm(D_MODEL) if norm_first else None
     their_encoder = nn.TransformerEncoder(
@@ -105,10 +101,10 @@ def test_stacks_match_pytorch(norm_first):
     ).eval()
     their_decoder = nn.TransformerDecoder(decoder_layer, 2, norm=final_norm).eval()
     encoder = Encoder(
-        D_MODEL, NHEAD, 2, dim_feedforward=D_FF, dropout=0.0, norm_first=norm_first
+        D_MODEL, H, 2, d_ff=D_FF, dropout=0.0, norm_first=norm_first
     ).eval()
     decoder = Decoder(
-        D_MODEL, NHEAD, 2, dim_feedforward=D_FF, dropout=0.0, norm_first=norm_first
+        D_MODEL, H, 2, d_ff=D_FF, dropout=0.0, norm_first=norm_first
     ).eval()
     for ours, theirs in zip(encoder.layers, their_encoder.layers, strict=True):
         load_encoder_layer(ours, theirs)
@@ -139,15 +135,15 @@ def test_stacks_match_pytorch(norm_first):
 
 def test_interop_refuses_mismatched_layers():
     theirs = nn.TransformerEncoderLayer(
-        D_MODEL, NHEAD, D_FF, batch_first=True, norm_first=True
+        D_MODEL, H, D_FF, batch_first=True, norm_first=True
     )
     with pytest.raises(ValueError, match="norm_first"):
-        load_encoder_layer(EncoderLayer(D_MODEL, NHEAD, dim_feedforward=D_FF), theirs)
+        load_encoder_layer(EncoderLayer(D_MODEL, H, d_ff=D_FF), theirs)
     theirs = nn.TransformerDecoderLayer(
-        D_MODEL, NHEAD, D_FF, batch_first=True, activation="gelu"
+        D_MODEL, H, D_FF, batch_first=True, activation="gelu"
     )
     with pytest.raises(ValueError, match="activation"):
-        load_decoder_layer(DecoderLayer(D_MODEL, NHEAD, dim_feedforward=D_FF), theirs)
+        load_decoder_layer(DecoderLayer(D_MODEL, H, d_ff=D_FF), theirs)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -155,7 +151,7 @@ def test_decoder_is_causal(norm_first):
     """Changing the target at position t leaves every output before t unchanged."""
     torch.manual_seed(0)
     decoder = Decoder(
-        D_MODEL, NHEAD, 2, dim_feedforward=D_FF, dropout=0.0, norm_first=norm_first
+        D_MODEL, H, 2, d_ff=D_FF, dropout=0.0, norm_first=norm_first
     ).eval()
     x, memory = torch.randn(2, 6, D_MODEL), torch.randn(2, 5, D_MODEL)
     before = decoder(x, memory, None, subsequent_mask(6))
@@ -170,7 +166,7 @@ def test_decoder_is_causal(norm_first):
 def test_encoder_padding_invariance():
     """Appending padding (masked out) leaves the real positions' outputs unchanged."""
     torch.manual_seed(0)
-    encoder = Encoder(D_MODEL, NHEAD, 2, dim_feedforward=D_FF, dropout=0.0).eval()
+    encoder = Encoder(D_MODEL, H, 2, d_ff=D_FF, dropout=0.0).eval()
     x = torch.randn(2, 4, D_MODEL)
     # 3 positions of "padding"
     padded = torch.cat([x, torch.randn(2, 3, D_MODEL)], dim=1)

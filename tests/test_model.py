@@ -8,23 +8,23 @@ from torch.testing import assert_close
 from aiayn import (
     LearnedPositionalEmbedding,
     Transformer,
+    TransformerConfig,
     attention_maps,
     padding_mask,
+    scaled_dot_product_attention,
     target_mask,
 )
 
-SMALL = dict(
-    d_model=16, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=32
-)
+SMALL = dict(d_model=16, h=4, encoder_layers=2, decoder_layers=2, d_ff=32)
 SRC = torch.tensor([[3, 4, 5, 6, 7], [3, 4, 5, 0, 0]])  # 0 = padding
 TGT = torch.tensor([[1, 8, 9, 2], [1, 8, 0, 0]])
 
 
 def small_model(src_vocab=11, tgt_vocab=11, seed=0, **kwargs):
     torch.manual_seed(seed)
-    return Transformer(
-        src_vocab=src_vocab, tgt_vocab=tgt_vocab, **{**SMALL, "dropout": 0.0, **kwargs}
-    ).eval()
+    fields = {**SMALL, "dropout": 0.0, **kwargs}
+    config = TransformerConfig(src_vocab=src_vocab, tgt_vocab=tgt_vocab, **fields)
+    return Transformer(config).eval()
 
 
 def masks(src=SRC, tgt=TGT):
@@ -114,13 +114,10 @@ def test_config_rebuilds_the_model():
     assert model.config.d_model == 16 and model.config.tie_weights is True
 
 
-def test_keywords_next_to_a_config_change_those_fields():
+def test_a_config_rejects_an_unknown_positional_encoding():
     model = small_model()
-    changed = Transformer(model.config, dropout=0.3)
-    assert changed.config.dropout == 0.3
-    assert changed.config == dataclasses.replace(model.config, dropout=0.3)
     with pytest.raises(ValueError, match="positional='rotary'"):
-        Transformer(model.config, positional="rotary")
+        dataclasses.replace(model.config, positional="rotary")
 
 
 def test_learned_positions_and_key_value_widths_plug_in():
@@ -128,9 +125,10 @@ def test_learned_positions_and_key_value_widths_plug_in():
     model = small_model(positional="learned", d_k=3, d_v=5)
     assert isinstance(model.positional, LearnedPositionalEmbedding)
     attention = model.decoder.layers[0].cross_attn
-    # W^Q, W^K: h d_k rows each, W^V: h d_v rows; W^O maps h d_v back to d_model
-    assert attention.in_proj.weight.shape == (4 * (3 + 3 + 5), 16)
-    assert attention.out_proj.weight.shape == (16, 4 * 5)
+    # W^Q, W^K: h d_k outputs each, W^V: h d_v; W^O maps h d_v back to d_model
+    assert attention.w_q.weight.shape == attention.w_k.weight.shape == (4 * 3, 16)
+    assert attention.w_v.weight.shape == (4 * 5, 16)
+    assert attention.w_o.weight.shape == (16, 4 * 5)
     assert model(SRC, TGT, *masks()).shape == (*TGT.shape, 11)
 
 
@@ -165,10 +163,14 @@ def test_attention_maps_are_returned_not_stored():
         assert (weights[1, :, :, 3:] == 0).all()  # source padding gets no attention
     for weights in maps["decoder_self"]:
         assert (weights.triu(diagonal=1) == 0).all()  # no attention to the future
-    # the weights of the first layer are those of its attention, asked directly
+    # the weights of the first layer are those of Eq. (1) on its projections
     x = model.positional(model.src_embed(SRC))
     attention = model.encoder.layers[0].self_attn
-    _, weights = attention(x, x, x, src_mask, need_weights=True)
+    q, k, v = (
+        attention.split_heads(w(x), 4)
+        for w in (attention.w_q, attention.w_k, attention.w_v)
+    )
+    _, weights = scaled_dot_product_attention(q, k, v, src_mask.unsqueeze(1))
     assert_close(maps["encoder_self"][0], weights)
 
 
@@ -184,7 +186,7 @@ def test_bad_token_ids_and_lengths_raise_clear_errors():
 
 def test_base_model_parameter_count_on_meta_device():
     with torch.device("meta"):
-        model = Transformer(src_vocab=37000, tgt_vocab=37000)
+        model = Transformer(TransformerConfig(src_vocab=37000, tgt_vocab=37000))
     # the shared matrix counted once
     n_params = sum(p.numel() for p in model.parameters())
     assert model.output_projection.weight.is_meta

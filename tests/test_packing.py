@@ -5,15 +5,15 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-from aiayn import Transformer, padding_mask, target_mask
+from aiayn import Transformer, TransformerConfig, padding_mask, target_mask
 from aiayn.fast.dropout import MASK_BITS, dropout, random_bits
 from aiayn.fast.packing import Packing
 from aiayn.fast.transformer import FastTransformer, packs
 
 PAD = 0
 SMALL = dict(
-    src_vocab=11, tgt_vocab=11, d_model=16, nhead=4, num_encoder_layers=2,
-    num_decoder_layers=2, dim_feedforward=32, dropout=0.0,
+    src_vocab=11, tgt_vocab=11, d_model=16, h=4, encoder_layers=2,
+    decoder_layers=2, d_ff=32, dropout=0.0,
 )  # fmt: skip
 CONFIGS = {
     "post-LN": {},
@@ -57,7 +57,7 @@ def test_packed_forward_equals_the_reference_one(name, src_lengths, tgt_lengths)
     """Same logits at the real positions, 0 at the padding; same loss and gradients."""
     fields = SMALL | CONFIGS[name]
     torch.manual_seed(0)
-    model = FastTransformer(**fields).train()
+    model = FastTransformer(TransformerConfig(**fields)).train()
     src, tgt_in, tgt_out, src_mask, tgt_mask = batch(
         src_lengths, tgt_lengths, fields["tgt_vocab"]
     )
@@ -79,7 +79,7 @@ def test_packed_forward_equals_the_reference_one(name, src_lengths, tgt_lengths)
 
 def test_a_batch_of_padding_only():
     torch.manual_seed(0)
-    model = FastTransformer(**SMALL).train()
+    model = FastTransformer(TransformerConfig(**SMALL)).train()
     src, tgt_in, _, src_mask, tgt_mask = batch([0, 0], [0, 0])
     logits = model(src, tgt_in, src_mask, tgt_mask)
     assert logits.shape == (2, 5, 11) and (logits == 0).all()
@@ -95,7 +95,7 @@ def test_eval_mode_and_other_masks_do_not_pack():
     meta = [x.to("meta") for x in (src, tgt_in, src_mask, tgt_mask)]
     assert not packs(*meta)  # any device but the CPU: no host-device sync
     torch.manual_seed(0)
-    model = FastTransformer(**SMALL).eval()
+    model = FastTransformer(TransformerConfig(**SMALL)).eval()
     logits = model(src, tgt_in, src_mask, tgt_mask)
     assert (logits[tgt_in == PAD] != 0).all()  # every position computed
 

@@ -38,10 +38,10 @@ def small_model_config(**changes):
     return toy_model_config(
         PARSE,
         d_model=16,
-        nhead=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        dim_feedforward=32,
+        h=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        d_ff=32,
         **changes,
     )
 

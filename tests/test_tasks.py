@@ -204,8 +204,8 @@ def test_vocabularies_of_different_sizes_give_an_untied_source_embedding(upperca
 
 
 def test_a_task_that_is_not_digits_trains_and_evaluates_end_to_end(uppercase):
-    shape = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1)
-    model = toy_model_config(uppercase, dim_feedforward=32, **shape)
+    shape = dict(d_model=16, h=2, encoder_layers=1, decoder_layers=1)
+    model = toy_model_config(uppercase, d_ff=32, **shape)
     config = TrainConfig(task="uppercase", model_config=model, device="cpu")
     state = new_run(config)
     batches = uppercase.training_batches(state.data_rng)
@@ -238,7 +238,7 @@ def test_predict_decodes_as_the_task_says(monkeypatch):
 
     monkeypatch.setattr(aiayn.evaluation, "beam_search", recording_beam_search)
     copy = get_task("copy")
-    small = toy_model_config("copy", d_model=16, nhead=2, dim_feedforward=32)
+    small = toy_model_config("copy", d_model=16, h=2, d_ff=32)
     model = new_run(TrainConfig(task="copy", model_config=small, device="cpu")).model
     predict(model, copy, ["1 2 3"], beam_size=4)
     fairseq = Decoding(extra_length=5, stop_at_k_finished=True)

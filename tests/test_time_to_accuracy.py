@@ -19,8 +19,8 @@ from aiayn.tools.time_to_accuracy import (
 )
 from aiayn.train.config import TrainConfig, toy_model_config
 
-SHAPE = dict(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
-             dim_feedforward=32)  # fmt: skip
+SHAPE = dict(d_model=16, h=2, encoder_layers=1, decoder_layers=1,
+             d_ff=32)  # fmt: skip
 TINY = TrainConfig(task="copy", model_config=toy_model_config("copy", **SHAPE),
                    task_options={"batch_size": 16}, steps=20, snapshot_every=5,
                    device="cpu")  # fmt: skip

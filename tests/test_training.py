@@ -28,9 +28,9 @@ from aiayn.train.state import new_run
 
 PAD_ID, EOS_ID = DIGIT_TOKENIZER.pad_id, DIGIT_TOKENIZER.eos_id
 SHAPE = dict(
-    d_model=32, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=64
+    d_model=32, h=2, encoder_layers=1, decoder_layers=1, d_ff=64
 )
-MOVING_DIGITS_SHAPE = dict(num_encoder_layers=1, num_decoder_layers=1)
+MOVING_DIGITS_SHAPE = dict(encoder_layers=1, decoder_layers=1)
 TINY = dict(
     model_config=toy_model_config("reverse-repeats", **SHAPE),
     task_options={"batch_size": 16},

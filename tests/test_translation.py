@@ -40,10 +40,10 @@ def small_model_config(task):
     return toy_model_config(
         task,
         d_model=16,
-        nhead=2,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        dim_feedforward=32,
+        h=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        d_ff=32,
     )
 
 

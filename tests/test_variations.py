@@ -73,8 +73,8 @@ def test_heads_rows_keep_the_computation_constant():
 
 
 def test_a_row_run_is_reproducible_and_reports_its_scores():
-    first = run_row({"num_encoder_layers": 1, "num_decoder_layers": 1}, 3, steps=2)
-    second = run_row({"num_encoder_layers": 1, "num_decoder_layers": 1}, 3, steps=2)
+    first = run_row({"encoder_layers": 1, "decoder_layers": 1}, 3, steps=2)
+    second = run_row({"encoder_layers": 1, "decoder_layers": 1}, 3, steps=2)
     timing = {"seconds", "cpu_seconds"}
     assert {k: v for k, v in first.items() if k not in timing} == {
         k: v for k, v in second.items() if k not in timing
@@ -86,7 +86,7 @@ def test_a_row_run_is_reproducible_and_reports_its_scores():
 def test_a_checkpoint_from_before_row_e_loads_with_sinusoids(tmp_path):
     """Checkpoints whose model config has no `positional` field still load."""
     config = TrainConfig(
-        model_config=row_config({"d_model": 16, "nhead": 2}, 0).model_config,
+        model_config=row_config({"d_model": 16, "h": 2}, 0).model_config,
         device="cpu",
     )
     path = tmp_path / "old.pt"

@@ -42,20 +42,20 @@ SNAP_WU = dict(snapshot_every=10, average_last=10, warmup_steps=150, lr_factor=0
 VARIANTS = {
     "defaults": {},
     "ls0": dict(label_smoothing=0.0),
-    "h2": dict(nhead=2),
-    "h1": dict(nhead=1),
+    "h2": dict(h=2),
+    "h1": dict(h=1),
     "lp6": dict(length_power=6.0),
     "wu150-lr035": dict(warmup_steps=150, lr_factor=0.354),  # the same peak rate
-    "D1": dict(num_decoder_layers=1),
+    "D1": dict(decoder_layers=1),
     "snap10x10": dict(snapshot_every=10, average_last=10),
     # cheaper steps: a narrower feed-forward layer, one encoder layer, smaller batches
-    "ff128": dict(dim_feedforward=128),
-    "E1": dict(num_encoder_layers=1),
+    "ff128": dict(d_ff=128),
+    "E1": dict(encoder_layers=1),
     "b192": dict(batch_size=192),
     "b128": dict(batch_size=128),
     # the two together, then with cheaper steps
     "snap-wu": SNAP_WU,
-    "snap-wu-ff128-b192": SNAP_WU | dict(dim_feedforward=128, batch_size=192),
+    "snap-wu-ff128-b192": SNAP_WU | dict(d_ff=128, batch_size=192),
     "snap-wu-b192": SNAP_WU | dict(batch_size=192),
     "snap-wu-b128": SNAP_WU | dict(batch_size=128),
     "snap-wu-b96": SNAP_WU | dict(batch_size=96),

@@ -12,6 +12,7 @@ from aiayn.model.interop import (
     load_decoder_layer,
     load_encoder_layer,
     load_multihead_attention,
+    store_multihead_attention,
     to_key_padding_mask,
     to_torch_mask,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "load_decoder_layer",
     "load_encoder_layer",
     "load_multihead_attention",
+    "store_multihead_attention",
     "to_key_padding_mask",
     "to_torch_mask",
 ]

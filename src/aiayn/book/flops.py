@@ -24,7 +24,7 @@ def training_flops(
     target tokens. The attention scores themselves are left out.
     """
     cross = sum(
-        layer.cross_attn.in_proj.weight.numel() * 2 // 3
+        layer.cross_attn.w_k.weight.numel() + layer.cross_attn.w_v.weight.numel()
         for layer in model.decoder.layers
     )
     source_side = linear_weights(model.encoder)

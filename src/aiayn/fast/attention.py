@@ -1,12 +1,12 @@
 """Multi-head attention in fewer, faster operations, on a reference layer's weights.
 
 The reference ``MultiHeadAttention`` (aiayn.model.attention) projects the query, key
-and value with three slices of ``in_proj``, and computes Eq. (1) step by step, keeping
-the weights. Here the same weights do the same work in fewer kernels:
+and value with its three Linears W^Q, W^K, W^V, and computes Eq. (1) step by step,
+keeping the weights. Here the same weights do the same work in fewer kernels:
 
-- one matrix product for all three projections in self-attention, two in
-  encoder-decoder attention, and only the real positions with a ``packing``
-  (aiayn.fast.packing);
+- one matrix product for all three projections in self-attention (their weights
+  concatenated at run time, [W^Q W^K W^V]), two in encoder-decoder attention, and only
+  the real positions with a ``packing`` (aiayn.fast.packing);
 - the projections split in two halves, so that a decoder with a key/value cache
   (aiayn.fast.cache) projects only its new positions;
 - Eq. (1) by PyTorch's fused kernel, ``F.scaled_dot_product_attention``, which never
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from aiayn.fast.packing import Packing
 from aiayn.model.attention import MultiHeadAttention
@@ -100,15 +100,15 @@ def project(
     the real positions, (N, d_model): the products skip the padding.
     """
     if query is key and key is value:  # self-attention: one product for all three
-        h, d_k, d_v = attention.nhead, attention.d_k, attention.d_v
+        projections = (attention.w_q, attention.w_k, attention.w_v)
         # (B, T, h (2 d_k + d_v)) -> (B, T, h d_k), (B, T, h d_k), (B, T, h d_v)
-        q, k, v = unpacked(attention.in_proj(query), packing).split(
-            [h * d_k, h * d_k, h * d_v], dim=-1
+        q, k, v = unpacked(fused(projections, query), packing).split(
+            [p.out_features for p in projections], dim=-1
         )
         return (
-            heads(attention, q, d_k),
-            heads(attention, k, d_k),
-            heads(attention, v, d_v),
+            heads(attention, q, attention.d_k),
+            heads(attention, k, attention.d_k),
+            heads(attention, v, attention.d_v),
         )
     q = project_query(attention, query, packing)
     return q, *project_key_value(attention, key, value)
@@ -118,7 +118,7 @@ def project_query(
     attention: MultiHeadAttention, query: Tensor, packing: Packing | None = None
 ) -> Tensor:
     """Q W^Q alone: (B, T, d_model) -> (B, h, T, d_k)."""
-    q = unpacked(in_proj_rows(attention, query, 0, 1), packing)  # (B, T, h d_k)
+    q = unpacked(attention.w_q(query), packing)  # (B, T, h d_k)
     return heads(attention, q, attention.d_k)
 
 
@@ -127,24 +127,25 @@ def project_key_value(
 ) -> tuple[Tensor, Tensor]:
     """K W^K and V W^V: (B, S, d_model) each -> (B, h, S, d_k), (B, h, S, d_v)."""
     if key is value:  # encoder-decoder attention: keys and values in one product
-        k, v = in_proj_rows(attention, key, 1, 3).split(
-            [attention.nhead * attention.d_k, attention.nhead * attention.d_v], dim=-1
+        projections = (attention.w_k, attention.w_v)
+        k, v = fused(projections, key).split(
+            [p.out_features for p in projections], dim=-1
         )
     else:
-        k = in_proj_rows(attention, key, 1, 2)
-        v = in_proj_rows(attention, value, 2, 3)
+        k, v = attention.w_k(key), attention.w_v(value)
     return heads(attention, k, attention.d_k), heads(attention, v, attention.d_v)
 
 
-def in_proj_rows(
-    attention: MultiHeadAttention, x: Tensor, first: int, end: int
-) -> Tensor:
-    """Apply matrices [first, end) of [W^Q; W^K; W^V] (numbered 0, 1, 2) to x."""
-    h_d_k = attention.nhead * attention.d_k
-    bounds = [0, h_d_k, 2 * h_d_k, None]
-    rows = slice(bounds[first], bounds[end])
-    weight, bias = attention.in_proj.weight, attention.in_proj.bias
-    return F.linear(x, weight[rows], bias[rows])
+def fused(projections: tuple[nn.Linear, ...], x: Tensor) -> Tensor:
+    """x through several Linears in one matrix product: their outputs side by side.
+
+    (..., d_model) -> (..., sum of out_features). The weights are concatenated at
+    every call (a copy of the weights, small beside the activations), so gradients
+    reach each Linear's own parameters.
+    """
+    weight = torch.cat([p.weight for p in projections])
+    bias = torch.cat([p.bias for p in projections])
+    return F.linear(x, weight, bias)
 
 
 def heads(attention: MultiHeadAttention, x: Tensor, width: int) -> Tensor:
@@ -167,10 +168,10 @@ def attend(
     q (B, h, T, d_k), k (B, h, S, d_k), v (B, h, S, d_v), mask broadcastable to
     (B, T, S) -> (B, T, d_model); with a ``packing``, (N, d_model).
     """
-    B, _, T, _ = q.shape
+    B, h, T, _ = q.shape
     if mask is not None:
-        check_mask(mask, (B, T, k.size(-2)))
         mask = mask.unsqueeze(-3)  # (B, 1, T, S): the same mask for every head
+        check_mask(mask, (B, h, T, k.size(-2)))
     if q.device.type == "cpu" and k.size(-2) <= kernels.short_sequence:
         out = short_sequence_attention(q, k, v, mask, attention.attn_dropout)
     else:
@@ -179,5 +180,5 @@ def attend(
             q, k, v, attn_mask=mask, dropout_p=dropout_p
         )
     # (B, h, T, d_v) -> (B, T, h d_v)
-    out = out.transpose(1, 2).reshape(B, T, attention.nhead * attention.d_v)
-    return attention.out_proj(out if packing is None else packing.pack(out))
+    out = out.transpose(1, 2).reshape(B, T, h * attention.d_v)
+    return attention.w_o(out if packing is None else packing.pack(out))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from aiayn.fast.attention import (
     Kernels,
@@ -29,18 +29,26 @@ from aiayn.fast.cache import LayerCache
 from aiayn.fast.dropout import dropout
 from aiayn.fast.packing import Packing
 from aiayn.model.feed_forward import PositionwiseFeedForward
-from aiayn.model.layers import DecoderLayer, EncoderLayer, ResidualSublayer
+from aiayn.model.layers import DecoderLayer, EncoderLayer, LayerNorm, ResidualSublayer
 
 
 def residual(
     sublayer_residual: ResidualSublayer, x: Tensor, sublayer: Callable[[Tensor], Tensor]
 ) -> Tensor:
-    """ResidualSublayer's forward, with the cheaper dropout."""
+    """ResidualSublayer's forward, with the cheaper dropout and the fused LayerNorm."""
     norm, p = sublayer_residual.norm, sublayer_residual.dropout.p
     training = sublayer_residual.training
     if sublayer_residual.norm_first:
-        return x + dropout(sublayer(norm(x)), p, training)
-    return norm(x + dropout(sublayer(x), p, training))
+        return x + dropout(sublayer(layer_norm(norm, x)), p, training)
+    return layer_norm(norm, x + dropout(sublayer(x), p, training))
+
+
+def layer_norm(norm: LayerNorm | nn.Identity, x: Tensor) -> Tensor:
+    """norm(x) in one fused kernel, F.layer_norm on norm's weight and bias; an
+    nn.Identity (the stacks' final norm in a post-LN model) returns x."""
+    if isinstance(norm, nn.Identity):
+        return x
+    return F.layer_norm(x, norm.weight.shape, norm.weight, norm.bias, norm.eps)
 
 
 def feed_forward(ffn: PositionwiseFeedForward, x: Tensor) -> Tensor:
@@ -116,6 +124,6 @@ def start_cache(layer: DecoderLayer, memory: Tensor) -> LayerCache:
     # (B, S, d_model) -> (B, h, S, d_k), (B, h, S, d_v)
     memory_keys, memory_values = project_key_value(layer.cross_attn, memory, memory)
     B, attention = memory.size(0), layer.self_attn
-    keys = memory.new_empty(B, attention.nhead, 0, attention.d_k)  # (B, h, 0, d_k)
-    values = memory.new_empty(B, attention.nhead, 0, attention.d_v)
+    keys = memory.new_empty(B, attention.h, 0, attention.d_k)  # (B, h, 0, d_k)
+    values = memory.new_empty(B, attention.h, 0, attention.d_v)
     return LayerCache(keys, values, memory_keys, memory_values)

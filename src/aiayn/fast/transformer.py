@@ -21,7 +21,7 @@ from torch import Tensor
 
 from aiayn.fast.attention import DEFAULT_KERNELS, Kernels
 from aiayn.fast.cache import DecoderCache
-from aiayn.fast.layers import decoder_layer, encoder_layer, start_cache
+from aiayn.fast.layers import decoder_layer, encoder_layer, layer_norm, start_cache
 from aiayn.fast.packing import Packing
 from aiayn.model.masks import subsequent_mask
 from aiayn.model.transformer import Transformer, TransformerConfig
@@ -43,7 +43,7 @@ def encode(
         x = packing.pack(x)
     for layer in model.encoder.layers:
         x = encoder_layer(layer, x, src_mask, kernels, packing)
-    return model.encoder.norm(x)
+    return layer_norm(model.encoder.norm, x)
 
 
 def decode(
@@ -78,7 +78,7 @@ def decode(
         )
         layer_caches.append(layer_cache)
     new_cache = None if cache is None else DecoderCache(layer_caches)
-    return model.decoder.norm(x), new_cache
+    return layer_norm(model.decoder.norm, x), new_cache
 
 
 def packed_forward(
@@ -97,12 +97,12 @@ def packed_forward(
     y = target.pack(model.positional(model.tgt_embed(tgt)))  # (N_tgt, d_model)
     for layer in model.decoder.layers:
         y, _ = decoder_layer(layer, y, memory, masks, kernels, packing=target)
-    y = model.decoder.norm(y)
+    y = layer_norm(model.decoder.norm, y)
     return target.unpack(model.output_projection(y))  # (B, T, tgt_vocab)
 
 
 class FastTransformer(Transformer):
-    """The Transformer of ``config`` (or keywords, as Transformer), computed fast.
+    """The Transformer of ``config``, computed fast: ``FastTransformer(config)``.
 
     ``encode``, ``decode`` and ``forward`` compute the reference's functions with the
     fast paths; ``aiayn.model.maps.attention_maps`` runs the reference stacks.
@@ -111,13 +111,8 @@ class FastTransformer(Transformer):
     changes them.
     """
 
-    def __init__(
-        self,
-        config: TransformerConfig | None = None,
-        kernels: Kernels = DEFAULT_KERNELS,
-        **fields,
-    ):
-        super().__init__(config, **fields)
+    def __init__(self, config: TransformerConfig, kernels: Kernels = DEFAULT_KERNELS):
+        super().__init__(config)
         self.kernels = kernels
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:

@@ -4,7 +4,6 @@ import math
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.model.masks import check_mask
@@ -49,17 +48,21 @@ def scaled_dot_product_attention(
 
 
 class MultiHeadAttention(nn.Module):
-    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, as in §3.2.2.
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, as in §3.2.2,
+    where head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i).
 
     forward(query (B, T, d_model), key (B, S, d_model), value (B, S, d_model),
-            mask broadcastable to (B, T, S)) -> (B, T, d_model);
-    with need_weights=True, also the attention weights of every head (B, h, T, S).
+            mask broadcastable to (B, T, S)) -> (B, T, d_model)
 
-    The h projections W^Q_i (d_model x d_k each) sit side by side in one matrix W^Q
-    (d_model x h d_k), and likewise W^K and W^V (h d_v wide). The three are stacked in
-    one Linear ``in_proj``, the layout of nn.MultiheadAttention: its rows [0, h d_k) are
-    W^Q, then W^K, then W^V. d_k and d_v default to the paper's d_model / h; Table 3
-    (row B) varies them.
+    The h projections W^Q_i (d_model x d_k each) sit side by side in one Linear
+    ``w_q`` (d_model -> h d_k): head i reads columns [i d_k, (i + 1) d_k) of Q W^Q.
+    Likewise ``w_k`` (h d_k) and ``w_v`` (h d_v); ``w_o`` is W^O (h d_v -> d_model).
+    Each has a bias, as nn.MultiheadAttention's projections do (the paper writes none).
+    d_k and d_v default to the paper's d_model / h; Table 3 (row B) varies them.
+
+    The attention weights of every head, (B, h, T, S), pass through the
+    ``attention_weights`` module (nn.Identity): a forward hook there reads them
+    (aiayn.model.maps.attention_maps).
 
     Not in the paper: where attention dropout acts (§5.4 describes dropout on sub-layer
     outputs and embedding sums only; §6.3 mentions "both attention and residual"
@@ -70,45 +73,38 @@ class MultiHeadAttention(nn.Module):
     def __init__(
         self,
         d_model: int,
-        nhead: int,
+        h: int,
         dropout: float = 0.0,
         d_k: int | None = None,
         d_v: int | None = None,
     ):
         super().__init__()
-        if None in (d_k, d_v) and d_model % nhead != 0:
-            raise ValueError(f"d_model={d_model} is not divisible by nhead={nhead}")
-        self.nhead = nhead
-        self.d_k = d_k or d_model // nhead  # the paper's d_k = d_v = d_model / h
-        self.d_v = d_v or d_model // nhead
-        # [W^Q; W^K; W^V]: h d_k + h d_k + h d_v rows
-        self.in_proj = nn.Linear(d_model, nhead * (2 * self.d_k + self.d_v))
-        self.out_proj = nn.Linear(nhead * self.d_v, d_model)  # W^O
+        if None in (d_k, d_v) and d_model % h != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by h={h}")
+        self.h = h
+        self.d_k = d_k or d_model // h  # the paper's d_k = d_v = d_model / h
+        self.d_v = d_v or d_model // h
+        self.w_q = nn.Linear(d_model, h * self.d_k)  # W^Q_1, ..., W^Q_h side by side
+        self.w_k = nn.Linear(d_model, h * self.d_k)  # W^K_1, ..., W^K_h
+        self.w_v = nn.Linear(d_model, h * self.d_v)  # W^V_1, ..., W^V_h
+        self.w_o = nn.Linear(h * self.d_v, d_model)  # W^O
         self.attn_dropout = nn.Dropout(dropout)  # on the weights, as in PyTorch
+        self.attention_weights = nn.Identity()  # where hooks read the weights
 
     def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
-        mask: Tensor | None = None,
-        need_weights: bool = False,
-    ) -> Tensor | tuple[Tensor, Tensor]:
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+    ) -> Tensor:
         B, T, _ = query.shape
-        widths = [self.nhead * self.d_k] * 2 + [self.nhead * self.d_v]
-        w_q, w_k, w_v = self.in_proj.weight.split(widths)  # W^Q, W^K, W^V
-        b_q, b_k, b_v = self.in_proj.bias.split(widths)
-        q = self.split_heads(F.linear(query, w_q, b_q), self.d_k)  # (B, h, T, d_k)
-        k = self.split_heads(F.linear(key, w_k, b_k), self.d_k)  # (B, h, S, d_k)
-        v = self.split_heads(F.linear(value, w_v, b_v), self.d_v)  # (B, h, S, d_v)
+        q = self.split_heads(self.w_q(query), self.d_k)  # (B, h, T, d_k)
+        k = self.split_heads(self.w_k(key), self.d_k)  # (B, h, S, d_k)
+        v = self.split_heads(self.w_v(value), self.d_v)  # (B, h, S, d_v)
         if mask is not None:
-            check_mask(mask, (B, T, key.size(1)))
             mask = mask.unsqueeze(-3)  # (B, 1, T, S): the same mask for every head
-        out, weights = scaled_dot_product_attention(q, k, v, mask, self.attn_dropout)
-        out = out.transpose(1, 2).reshape(B, T, self.nhead * self.d_v)  # Concat
-        out = self.out_proj(out)  # (B, T, d_model)
-        return (out, weights) if need_weights else out
+        heads, weights = scaled_dot_product_attention(q, k, v, mask, self.attn_dropout)
+        self.attention_weights(weights)  # (B, h, T, S)
+        concat = heads.transpose(1, 2).reshape(B, T, self.h * self.d_v)  # Concat
+        return self.w_o(concat)  # (B, T, d_model)
 
     def split_heads(self, x: Tensor, width: int) -> Tensor:
         """(B, T, h width) -> (B, h, T, width): head i gets slice i of the features."""
-        return x.unflatten(-1, (self.nhead, width)).transpose(1, 2)
+        return x.unflatten(-1, (self.h, width)).transpose(1, 2)

@@ -1,5 +1,10 @@
 """Load weights from PyTorch's own Transformer modules into ours, and convert masks.
 
+The names map as: h = nhead, d_ff = dim_feedforward, N = num_encoder_layers (and
+num_decoder_layers). nn.MultiheadAttention stacks W^Q, W^K and W^V in one
+in_proj_weight (rows [0, h d_k) are W^Q, then W^K, then W^V) and calls W^O out_proj;
+ours keeps them apart, as w_q, w_k, w_v and w_o.
+
 Boolean masks mean opposite things on the two sides: here True = "may attend"; in
 nn.MultiheadAttention / nn.Transformer* a boolean attn_mask or key_padding_mask marks
 with True the positions that may NOT be attended to. Convert at the boundary with
@@ -24,26 +29,52 @@ def to_key_padding_mask(mask: Tensor) -> Tensor:
     return ~mask.squeeze(-2)  # (B, 1, S) -> (B, S)
 
 
-@torch.no_grad()
-def load_multihead_attention(
-    ours: MultiHeadAttention, theirs: nn.MultiheadAttention
-) -> MultiHeadAttention:
-    """Copy nn.MultiheadAttention's weights into ours (same [W^Q; W^K; W^V] layout)."""
-    d_model = ours.out_proj.out_features
-    if (d_model, ours.nhead) != (theirs.embed_dim, theirs.num_heads):
+def check_same_shape(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
+    """Raise a ValueError unless the two attentions have the same shapes and biases."""
+    d_model = ours.w_o.out_features
+    ours_shape = (d_model, ours.h, ours.d_k, ours.d_v)
+    theirs_shape = (theirs.embed_dim, theirs.num_heads, *[theirs.head_dim] * 2)
+    if ours_shape != theirs_shape:
         raise ValueError(
-            f"shape mismatch: ours has d_model={d_model}, nhead={ours.nhead}; "
-            f"theirs has embed_dim={theirs.embed_dim}, num_heads={theirs.num_heads}"
+            f"shape mismatch: ours has d_model={d_model}, h={ours.h}, d_k={ours.d_k}, "
+            f"d_v={ours.d_v}; theirs has embed_dim={theirs.embed_dim}, "
+            f"num_heads={theirs.num_heads}"
         )
     if not theirs._qkv_same_embed_dim or theirs.in_proj_bias is None:
         raise ValueError(
             "theirs must use one in_proj_weight (kdim == vdim == embed_dim) and biases"
         )
-    ours.in_proj.weight.copy_(theirs.in_proj_weight)
-    ours.out_proj.weight.copy_(theirs.out_proj.weight)
-    ours.in_proj.bias.copy_(theirs.in_proj_bias)
-    ours.out_proj.bias.copy_(theirs.out_proj.bias)
+
+
+@torch.no_grad()
+def load_multihead_attention(
+    ours: MultiHeadAttention, theirs: nn.MultiheadAttention
+) -> MultiHeadAttention:
+    """Copy nn.MultiheadAttention's weights into ours: in_proj's three blocks of rows
+    into W^Q, W^K, W^V, out_proj into W^O."""
+    check_same_shape(ours, theirs)
+    projections = (ours.w_q, ours.w_k, ours.w_v)
+    weights = theirs.in_proj_weight.chunk(3)  # W^Q, W^K, W^V: (h d_k, d_model) each
+    for projection, weight, bias in zip(
+        projections, weights, theirs.in_proj_bias.chunk(3), strict=True
+    ):
+        projection.weight.copy_(weight)
+        projection.bias.copy_(bias)
+    ours.w_o.load_state_dict(theirs.out_proj.state_dict())
     return ours
+
+
+@torch.no_grad()
+def store_multihead_attention(
+    ours: MultiHeadAttention, theirs: nn.MultiheadAttention
+) -> nn.MultiheadAttention:
+    """The other way: W^Q, W^K, W^V stacked into in_proj, W^O into out_proj."""
+    check_same_shape(ours, theirs)
+    projections = (ours.w_q, ours.w_k, ours.w_v)
+    theirs.in_proj_weight.copy_(torch.cat([p.weight for p in projections]))
+    theirs.in_proj_bias.copy_(torch.cat([p.bias for p in projections]))
+    theirs.out_proj.load_state_dict(ours.w_o.state_dict())
+    return theirs
 
 
 def _load_feed_forward(ours: EncoderLayer | DecoderLayer, theirs: nn.Module) -> None:

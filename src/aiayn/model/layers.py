@@ -13,10 +13,11 @@ class LayerNorm(nn.Module):
     """Normalise each position's features to mean 0, variance 1, then scale and shift.
 
     y = weight * (x - mean) / sqrt(var + eps) + bias, with the biased variance (divide
-    by d_model), exactly as nn.LayerNorm. Shape: (..., d_model) -> (..., d_model).
+    by d_model), as nn.LayerNorm computes it, with the same parameters ``weight`` and
+    ``bias``. Shape: (..., d_model) -> (..., d_model).
 
-    The layers below use nn.LayerNorm, which computes the same in one fused kernel;
-    written out op by op as here, forward + backward is several times slower.
+    Every layer below normalises with it. The fast model (aiayn.fast) calls
+    F.layer_norm on the same weight and bias: one fused kernel for the few here.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5):
@@ -41,7 +42,7 @@ class ResidualSublayer(nn.Module):
     def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False):
         super().__init__()
         self.norm_first = norm_first
-        self.norm = nn.LayerNorm(d_model)  # = LayerNorm above, fused
+        self.norm = LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
@@ -59,17 +60,17 @@ class EncoderLayer(nn.Module):
     def __init__(
         self,
         d_model: int,
-        nhead: int,
+        h: int,
         *,
-        dim_feedforward: int = 2048,
+        d_ff: int = 2048,
         dropout: float = 0.1,
         norm_first: bool = False,
         d_k: int | None = None,
         d_v: int | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout, d_k, d_v)
-        self.feed_forward = PositionwiseFeedForward(d_model, dim_feedforward, dropout)
+        self.self_attn = MultiHeadAttention(d_model, h, dropout, d_k, d_v)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
         self.self_attn_residual = ResidualSublayer(d_model, dropout, norm_first)
         self.feed_forward_residual = ResidualSublayer(d_model, dropout, norm_first)
 
@@ -89,19 +90,19 @@ class DecoderLayer(nn.Module):
     def __init__(
         self,
         d_model: int,
-        nhead: int,
+        h: int,
         *,
-        dim_feedforward: int = 2048,
+        d_ff: int = 2048,
         dropout: float = 0.1,
         norm_first: bool = False,
         d_k: int | None = None,
         d_v: int | None = None,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout, d_k, d_v)
+        self.self_attn = MultiHeadAttention(d_model, h, dropout, d_k, d_v)
         # encoder-decoder attention: queries from the decoder, keys and values memory
-        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout, d_k, d_v)
-        self.feed_forward = PositionwiseFeedForward(d_model, dim_feedforward, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, h, dropout, d_k, d_v)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
         self.self_attn_residual = ResidualSublayer(d_model, dropout, norm_first)
         self.cross_attn_residual = ResidualSublayer(d_model, dropout, norm_first)
         self.feed_forward_residual = ResidualSublayer(d_model, dropout, norm_first)
@@ -121,20 +122,32 @@ class DecoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """``num_layers`` identical EncoderLayers: (B, S, d_model) -> (B, S, d_model).
+    """N identical EncoderLayers: (B, S, d_model) -> (B, S, d_model).
 
-    ``layer_options`` are EncoderLayer's keywords. With norm_first=True a final
-    LayerNorm follows the stack (not in the paper): pre-LN layers leave their output
+    The layer arguments are EncoderLayer's. With norm_first=True a final LayerNorm
+    follows the stack (not in the paper): pre-LN layers leave their output
     un-normalised, so the stack's output needs one last normalisation.
     """
 
-    def __init__(self, d_model: int, nhead: int, num_layers: int, **layer_options):
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        N: int,
+        *,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        d_k: int | None = None,
+        d_v: int | None = None,
+    ):
         super().__init__()
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, nhead, **layer_options) for _ in range(num_layers)
-        )
-        norm_first = layer_options.get("norm_first", False)
-        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+            EncoderLayer(d_model, h, d_ff=d_ff, dropout=dropout, norm_first=norm_first,
+                         d_k=d_k, d_v=d_v)
+            for _ in range(N)
+        )  # fmt: skip
+        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         for layer in self.layers:
@@ -143,19 +156,31 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """``num_layers`` identical DecoderLayers: (B, T, d_model) -> (B, T, d_model).
+    """N identical DecoderLayers: (B, T, d_model) -> (B, T, d_model).
 
-    ``layer_options`` are DecoderLayer's keywords. With norm_first=True a final
-    LayerNorm follows the stack (not in the paper), as in Encoder.
+    The layer arguments are DecoderLayer's. With norm_first=True a final LayerNorm
+    follows the stack (not in the paper), as in Encoder.
     """
 
-    def __init__(self, d_model: int, nhead: int, num_layers: int, **layer_options):
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        N: int,
+        *,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+        d_k: int | None = None,
+        d_v: int | None = None,
+    ):
         super().__init__()
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, nhead, **layer_options) for _ in range(num_layers)
-        )
-        norm_first = layer_options.get("norm_first", False)
-        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+            DecoderLayer(d_model, h, d_ff=d_ff, dropout=dropout, norm_first=norm_first,
+                         d_k=d_k, d_v=d_v)
+            for _ in range(N)
+        )  # fmt: skip
+        self.norm = LayerNorm(d_model) if norm_first else nn.Identity()
 
     def forward(
         self,

@@ -1,12 +1,14 @@
 """Looking inside: the attention weights of every layer, read with PyTorch's hooks.
 
-The model keeps no weights and takes no dict to write them into: ``attention_maps``
-asks each attention for its weights (``need_weights=True``) through forward hooks
-while the model runs, keeps them, and removes the hooks again.
+The model keeps no weights and takes no dict to write them into: each attention's
+weights pass through its ``attention_weights`` module (an nn.Identity), and
+``attention_maps`` puts a forward hook there while the model runs, keeps what passes,
+and removes the hooks again.
 """
 
 import torch
 from torch import Tensor
+from torch.utils.hooks import RemovableHandle
 
 from aiayn.model.attention import MultiHeadAttention
 from aiayn.model.masks import subsequent_mask
@@ -33,10 +35,10 @@ def attention_maps(
     maps: AttentionMaps = {"encoder_self": [], "decoder_self": [], "cross": []}
     hooks = []
     for layer in model.encoder.layers:
-        hooks += weights_recorded(layer.self_attn, maps["encoder_self"])
+        hooks.append(weights_recorded(layer.self_attn, maps["encoder_self"]))
     for layer in model.decoder.layers:
-        hooks += weights_recorded(layer.self_attn, maps["decoder_self"])
-        hooks += weights_recorded(layer.cross_attn, maps["cross"])
+        hooks.append(weights_recorded(layer.self_attn, maps["decoder_self"]))
+        hooks.append(weights_recorded(layer.cross_attn, maps["cross"]))
     if tgt_mask is None:  # as decode: no looking ahead
         tgt_mask = subsequent_mask(tgt.size(1), device=tgt.device)
     try:  # the reference stacks, in a FastTransformer too
@@ -49,22 +51,12 @@ def attention_maps(
     return maps
 
 
-def weights_recorded(attention: MultiHeadAttention, weights: list[Tensor]) -> list:
-    """Hooks that make ``attention`` return its weights and append them to ``weights``.
+def weights_recorded(
+    attention: MultiHeadAttention, weights: list[Tensor]
+) -> RemovableHandle:
+    """A hook that appends ``attention``'s weights (B, h, T, S) to ``weights``."""
 
-    The first asks for the weights (need_weights=True); the second keeps them and
-    passes the output alone on, as the layer expects.
-    """
+    def keep(module, args, output):
+        weights.append(output)
 
-    def ask(module, args, kwargs):
-        return args, kwargs | {"need_weights": True}
-
-    def keep(module, args, kwargs, output):
-        out, attention_weights = output
-        weights.append(attention_weights)  # (B, h, T, S)
-        return out
-
-    return [
-        attention.register_forward_pre_hook(ask, with_kwargs=True),
-        attention.register_forward_hook(keep, with_kwargs=True),
-    ]
+    return attention.attention_weights.register_forward_hook(keep)

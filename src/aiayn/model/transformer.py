@@ -1,6 +1,6 @@
 """The Transformer (Figure 1): embeddings, encoder, decoder, output layer."""
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from torch import Tensor, nn
 
@@ -15,39 +15,28 @@ from aiayn.model.masks import subsequent_mask
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """Everything that fixes a Transformer's shape; names follow nn.Transformer.
+    """Everything that fixes a Transformer's shape, in the paper's symbols.
 
     The defaults are the paper's base model (Table 3): d_model 512, h 8, N 6,
-    d_ff 2048, dropout 0.1. ``Transformer(config)`` builds it; checkpoints store it.
+    d_ff 2048, P_drop 0.1. ``Transformer(config)`` builds it; checkpoints store it.
     """
 
     src_vocab: int  # number of source token ids
     tgt_vocab: int  # number of target token ids
     d_model: int = 512
-    nhead: int = 8  # the paper's h
-    num_encoder_layers: int = 6  # the paper's N
-    num_decoder_layers: int = 6
-    dim_feedforward: int = 2048  # the paper's d_ff
+    h: int = 8  # attention heads
+    encoder_layers: int = 6  # the paper's N, for the encoder
+    decoder_layers: int = 6  # and for the decoder
+    d_ff: int = 2048  # the feed-forward network's inner width
     dropout: float = 0.1  # the paper's P_drop
     norm_first: bool = False  # True: pre-LN (not in the paper)
     # one matrix for the target embedding and the pre-softmax linear layer (and the
     # source embedding when src_vocab == tgt_vocab), as §3.4
     tie_weights: bool = True
     positional: str = "sinusoidal"  # or "learned" (Table 3, row E)
-    d_k: int | None = None  # key and query width per head; None: d_model / nhead
-    d_v: int | None = None  # value width per head; None: d_model / nhead
+    d_k: int | None = None  # key and query width per head; None: d_model / h
+    d_v: int | None = None  # value width per head; None: d_model / h
     max_positions: int = 5000  # the longest sequence the positional table covers
-
-    @property
-    def layer_options(self) -> dict:
-        """The keywords of every encoder and decoder layer."""
-        return dict(
-            dim_feedforward=self.dim_feedforward,
-            dropout=self.dropout,
-            norm_first=self.norm_first,
-            d_k=self.d_k,
-            d_v=self.d_v,
-        )
 
     def __post_init__(self):
         if self.positional not in POSITIONAL:
@@ -62,11 +51,7 @@ POSITIONAL = {
 
 
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer, built from a TransformerConfig.
-
-    ``Transformer(config)``, or with the config's fields as keywords, e.g.
-    ``Transformer(src_vocab=14, tgt_vocab=14, d_model=64, nhead=4)``; keywords next to
-    a config change those fields: ``Transformer(model.config, dropout=0.0)``.
+    """Encoder-decoder Transformer of a TransformerConfig: ``Transformer(config)``.
 
     forward(src (B, S) token ids, tgt (B, T) token ids,
             src_mask broadcastable to (B, 1, S), tgt_mask broadcastable to (B, T, T))
@@ -85,23 +70,21 @@ class Transformer(nn.Module):
     in fewer operations; the trained models use it.
     """
 
-    def __init__(self, config: TransformerConfig | None = None, **fields):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
-        if config is None:
-            config = TransformerConfig(**fields)
-        elif fields:
-            config = replace(config, **fields)
-        self.config = config
-        c = config  # short, for the arguments below
+        self.config = c = config
         self.src_embed = TokenEmbedding(c.src_vocab, c.d_model)
         self.tgt_embed = TokenEmbedding(c.tgt_vocab, c.d_model)
         # one table, shared by both sides
         self.positional = POSITIONAL[c.positional](
             c.d_model, c.max_positions, c.dropout
         )
-        options = c.layer_options
-        self.encoder = Encoder(c.d_model, c.nhead, c.num_encoder_layers, **options)
-        self.decoder = Decoder(c.d_model, c.nhead, c.num_decoder_layers, **options)
+        self.encoder = Encoder(c.d_model, c.h, c.encoder_layers, d_ff=c.d_ff,
+                               dropout=c.dropout, norm_first=c.norm_first,
+                               d_k=c.d_k, d_v=c.d_v)  # fmt: skip
+        self.decoder = Decoder(c.d_model, c.h, c.decoder_layers, d_ff=c.d_ff,
+                               dropout=c.dropout, norm_first=c.norm_first,
+                               d_k=c.d_k, d_v=c.d_v)  # fmt: skip
         # pre-softmax linear
         self.output_projection = nn.Linear(c.d_model, c.tgt_vocab, bias=False)
         if c.tie_weights:

@@ -141,11 +141,11 @@ class TrainingDefaults:
     average_last: int | None = None
     eval_every: int | None = None
     eval_size: int | None = None
-    num_encoder_layers: int | None = None
-    num_decoder_layers: int | None = None
+    encoder_layers: int | None = None
+    decoder_layers: int | None = None
     max_positions: int | None = None
 
-    MODEL_FIELDS = ("num_encoder_layers", "num_decoder_layers", "max_positions")
+    MODEL_FIELDS = ("encoder_layers", "decoder_layers", "max_positions")
 
     def run_changes(self) -> dict[str, object]:
         """The TrainConfig fields the task changes, and their values."""

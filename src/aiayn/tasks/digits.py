@@ -183,7 +183,7 @@ class DigitTask(Task):
 
 # Moving digits by position needs one layer a side, and half the steps.
 MOVING_DIGITS_DEFAULTS = TrainingDefaults(
-    num_encoder_layers=1, num_decoder_layers=1, steps=1000
+    encoder_layers=1, decoder_layers=1, steps=1000
 )
 
 TASKS = {

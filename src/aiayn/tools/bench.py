@@ -1,7 +1,7 @@
 """Time a training step (forward + backward) of our Transformer and nn.Transformer.
 
     python -m aiayn.tools.bench                                    # the two presets
-    python -m aiayn.tools.bench --d-model 64 --nhead 2 --layers 1  # your configuration
+    python -m aiayn.tools.bench --d-model 64 --h 2 --layers 1  # your configuration
 
 Both models get the same padded batch, the same masks (source padding; target padding
 and causal), the same embedding and output layers, and the same loss. After a warm-up
@@ -40,8 +40,8 @@ PAD_ID = 0  # the benchmark's random batches pad with id 0
 # The book's toy model before TrainConfig's defaults became 2 + 2 layers;
 # kept, so that the bench's numbers stay comparable over time.
 TOY_MODEL = TransformerConfig(
-    src_vocab=14, tgt_vocab=14, d_model=64, nhead=4, num_encoder_layers=3,
-    num_decoder_layers=3, dim_feedforward=256, dropout=0.0,
+    src_vocab=14, tgt_vocab=14, d_model=64, h=4, encoder_layers=3,
+    decoder_layers=3, d_ff=256, dropout=0.0,
 )  # fmt: skip
 
 
@@ -60,7 +60,7 @@ PRESETS = {
     "larger": BenchConfig(  # with the paper's dropout
         dataclasses.replace(
             TOY_MODEL, src_vocab=1000, tgt_vocab=1000, d_model=256,
-            dim_feedforward=1024, dropout=0.1,
+            d_ff=1024, dropout=0.1,
         ),
         batch_size=64, src_len=24, tgt_len=24,
     ),
@@ -69,7 +69,7 @@ PRESETS = {
 # The command line's options: the model's (--layers sets both stacks, --vocab both
 # vocabularies), then the batch's.
 MODEL_OPTIONS = {
-    "d_model": int, "nhead": int, "layers": int, "dim_feedforward": int,
+    "d_model": int, "h": int, "layers": int, "d_ff": int,
     "dropout": float, "vocab": int,
 }  # fmt: skip
 BATCH_OPTIONS = {"batch_size": int, "src_len": int, "tgt_len": int}
@@ -80,7 +80,7 @@ def bench_config(**options) -> BenchConfig:
     model = {}
     for name, value in options.items():
         if name == "layers":
-            model.update(num_encoder_layers=value, num_decoder_layers=value)
+            model.update(encoder_layers=value, decoder_layers=value)
         elif name == "vocab":
             model.update(src_vocab=value, tgt_vocab=value)
         elif name in MODEL_OPTIONS:
@@ -102,8 +102,8 @@ class TorchTransformer(nn.Module):
         self.tgt_embed = TokenEmbedding(cfg.tgt_vocab, cfg.d_model)
         self.positional = PositionalEncoding(cfg.d_model, dropout=cfg.dropout)
         self.transformer = nn.Transformer(
-            cfg.d_model, cfg.nhead, cfg.num_encoder_layers, cfg.num_decoder_layers,
-            cfg.dim_feedforward, cfg.dropout, batch_first=True,
+            cfg.d_model, cfg.h, cfg.encoder_layers, cfg.decoder_layers,
+            cfg.d_ff, cfg.dropout, batch_first=True,
             norm_first=cfg.norm_first,
         )  # fmt: skip
         # nn.Transformer ends both stacks with a LayerNorm; the post-LN paper
@@ -267,9 +267,9 @@ def cli() -> None:
     with_fixed_malloc()
     toy = bench_config()
     defaults = {
-        "d_model": toy.model.d_model, "nhead": toy.model.nhead,
-        "layers": toy.model.num_encoder_layers,
-        "dim_feedforward": toy.model.dim_feedforward, "dropout": toy.model.dropout,
+        "d_model": toy.model.d_model, "h": toy.model.h,
+        "layers": toy.model.encoder_layers,
+        "d_ff": toy.model.d_ff, "dropout": toy.model.dropout,
         "vocab": toy.model.src_vocab, "batch_size": toy.batch_size,
         "src_len": toy.src_len, "tgt_len": toy.tgt_len,
     }  # fmt: skip

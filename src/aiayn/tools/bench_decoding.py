@@ -70,8 +70,8 @@ def decoding_cli() -> None:
     config = TransformerConfig(src_vocab=args.vocab, tgt_vocab=args.vocab)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
     print(
-        f"base model (d_model {config.d_model}, {config.num_encoder_layers}+"
-        f"{config.num_decoder_layers} layers, vocab {args.vocab}), untrained, eval; "
+        f"base model (d_model {config.d_model}, {config.encoder_layers}+"
+        f"{config.decoder_layers} layers, vocab {args.vocab}), untrained, eval; "
         f"batch {args.batch_size}, source length {args.src_len}; "
         f"median of {args.repeats}"
     )

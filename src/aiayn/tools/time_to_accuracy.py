@@ -3,7 +3,7 @@
     python -m aiayn.tools.time_to_accuracy               # reverse-repeats, seeds 0-2
     python -m aiayn.tools.time_to_accuracy --task copy --seeds 0
     python -m aiayn.tools.time_to_accuracy --set length_power=2 \\
-        --set num_encoder_layers=3
+        --set encoder_layers=3
 
 Each seed trains the task's defaults (``task_config``, with that seed, and the fields
 given with ``--set``, of the run or of its model) and, every ``--every`` steps (a hook

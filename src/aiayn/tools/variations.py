@@ -37,19 +37,19 @@ EVAL_LENGTH = 10
 ROWS: list[tuple[str, dict]] = [
     ("base", {}),
     # (A) heads at constant computation: d_k = d_v = d_model / h
-    ("A", {"nhead": 1}),
-    ("A", {"nhead": 2}),
-    ("A", {"nhead": 8}),
+    ("A", {"h": 1}),
+    ("A", {"h": 2}),
+    ("A", {"h": 8}),
     # (B) smaller keys only (d_v stays 16)
     ("B", {"d_k": 8}),
     ("B", {"d_k": 4}),
     # (C) depth and width (d_k = d_v = d_model / h follows d_model)
-    ("C", {"num_encoder_layers": 1, "num_decoder_layers": 1}),
-    ("C", {"num_encoder_layers": 3, "num_decoder_layers": 3}),
+    ("C", {"encoder_layers": 1, "decoder_layers": 1}),
+    ("C", {"encoder_layers": 3, "decoder_layers": 3}),
     ("C", {"d_model": 32}),
     ("C", {"d_model": 128}),
-    ("C", {"dim_feedforward": 128}),
-    ("C", {"dim_feedforward": 512}),
+    ("C", {"d_ff": 128}),
+    ("C", {"d_ff": 512}),
     # (D) regularization
     ("D", {"dropout": 0.0}),
     ("D", {"dropout": 0.2}),

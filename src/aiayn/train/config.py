@@ -26,10 +26,10 @@ def toy_model_config(task: Task | str, **shape) -> TransformerConfig:
     task = get_task(task) if isinstance(task, str) else task
     defaults = dict(
         d_model=64,
-        nhead=4,
-        num_encoder_layers=2,
-        num_decoder_layers=2,
-        dim_feedforward=256,
+        h=4,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_ff=256,
         dropout=0.0,
         max_positions=2 * task.longest_sequence,
     )
