@@ -136,22 +136,19 @@ def train(
 ) -> TrainState:
     """Train on ``batches`` until ``config.steps`` or the target exact match.
 
-    Every ``config.eval_every`` steps and after the last, ``validate`` scores the
-    averaged model (``TrainState.averaged_model``), if given; its scores are kept in
-    the history as "val_<score>". ``hook``, if given, is called after every
-    ``hook_every``-th step and after the last; when it returns True, the run stops
-    there. The checkpoint, if given, is written after every evaluation and at the end.
-    Ctrl-C (SIGINT) or SIGTERM ends the run after the step in progress: the
-    checkpoint is saved between two whole steps, so resuming it gives the run that
-    never stopped; then TrainingInterrupted is raised. Under torchrun, rank 0 shows
-    the bar, validates and saves, and every process stops after the same step
-    (``distributed.agreed_signal``).
+    Every ``config.eval_every`` steps and after the last, ``validate``, if given,
+    scores the averaged model (``TrainState.averaged_model``): "val_<score>" in the
+    history; then the checkpoint, if given, is saved (and at the end). ``hook``, if
+    given, runs after every ``hook_every``-th step and the last; True stops the run.
+    Ctrl-C (SIGINT) or SIGTERM ends the run after the step in progress, saved between
+    two whole steps (resuming gives the run that never stopped), and raises
+    TrainingInterrupted. Under torchrun, rank 0 shows the bar, validates and saves,
+    and every process stops after the same step (``distributed.agreed_signal``).
     """
     config = state.config
     started = time.perf_counter() - state.seconds
     (state.data_parallel or state.model).train()
-    shown = progress and distributed.rank() == 0
-    bar = tqdm(total=config.steps, initial=state.step, disable=not shown, unit="step")
+    bar = progress_bar(state, progress)
     unread = len(state.history)  # the first record that may still hold tensors
     with bar, signals_deferred(signal.SIGINT, signal.SIGTERM) as arrived:
         while not state.finished and not distributed.agreed_signal(arrived):
@@ -172,17 +169,28 @@ def train(
                 show_metrics(bar, record)
             if evaluating:  # on rank 0; every process gets the scores
                 record |= validation_scores(state, validate)
-                state.seconds = record["seconds"] = time.perf_counter() - started
-                if checkpoint is not None:
-                    save_checkpoint(state, checkpoint)
+                record["seconds"] = time.perf_counter() - started
+                save_run(state, record["seconds"], checkpoint)
         read_metrics(state.history[unread:])
-        state.seconds = time.perf_counter() - started
-        if checkpoint is not None:
-            save_checkpoint(state, checkpoint)
-    stop = distributed.agreed_signal(arrived)
-    if stop:
+        save_run(state, time.perf_counter() - started, checkpoint)
+    if stop := distributed.agreed_signal(arrived):
         raise TrainingInterrupted(stop)
     return state
+
+
+def progress_bar(state: TrainState, progress: bool) -> tqdm:
+    """A bar from the run's step to its last, shown if ``progress`` and on rank 0."""
+    shown = progress and distributed.rank() == 0
+    return tqdm(
+        total=state.config.steps, initial=state.step, disable=not shown, unit="step"
+    )
+
+
+def save_run(state: TrainState, seconds: float, checkpoint: str | Path | None) -> None:
+    """The run's training time so far, and its checkpoint, if one is asked for."""
+    state.seconds = seconds
+    if checkpoint is not None:
+        save_checkpoint(state, checkpoint)
 
 
 def show_metrics(bar: tqdm, record: dict) -> None:
