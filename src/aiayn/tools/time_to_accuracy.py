@@ -30,8 +30,8 @@ import time
 import torch
 
 from aiayn.evaluation import evaluate
-from aiayn.tasks import TASK_NAMES, Task, get_task, held_out_sources
-from aiayn.train.config import TrainConfig, changed_config, task_config
+from aiayn.tasks import TASK_NAMES, Task, held_out_sources
+from aiayn.train.config import TrainConfig, changed_config, run_task, task_config
 from aiayn.train.run import train_on_task
 from aiayn.train.state import TrainState, new_run
 
@@ -212,7 +212,7 @@ def benchmark_cli() -> None:
         f"defaults of TrainConfig, changed: {changes or 'nothing'}"
     )
     config = next(iter(configs.values()))
-    batch_size = get_task(config.task, **config.task_options).batch_size
+    batch_size = run_task(config).batch_size
     print(report(curves, batch_size))
     if args.json:
         write_curves(args.json, changes, args.device, curves)

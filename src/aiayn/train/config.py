@@ -88,6 +88,11 @@ class TrainConfig:
             raise ValueError(f"cuda_graph needs a CUDA device, not {self.device}")
 
 
+def run_task(config: TrainConfig) -> Task:
+    """The task a run of ``config`` trains on: its task, with its training options."""
+    return get_task(config.task, **config.task_options)
+
+
 def task_config(task: str, **fields) -> TrainConfig:
     """A TrainConfig with the task's own defaults (``Task.train_defaults``) and its
     toy model, then ``fields``: what `python -m aiayn train --task NAME` trains."""
@@ -115,12 +120,15 @@ def changed_config(config: TrainConfig, changes: Mapping[str, object]) -> TrainC
     run_changes = {
         k: v for k, v in changes.items() if k in run_fields and k not in model_fields
     }
-    # refuses a value the task cannot take
-    get_task(config.task, **(config.task_options | option_changes))
+    options = config.task_options | option_changes
+    get_task(config.task, **options)  # refuses a value the task cannot take
+    task = get_task(config.task)
+    # only what differs from the task's own: configurations that train alike are equal
+    changed = {k: v for k, v in options.items() if getattr(task, k) != v}
     return dataclasses.replace(
         config,
         model_config=dataclasses.replace(config.model_config, **model_changes),
-        task_options=config.task_options | option_changes,
+        task_options=changed,
         **run_changes,
     )
 

@@ -8,9 +8,9 @@ from torch import Tensor, nn
 
 from aiayn.fast.transformer import FastTransformer
 from aiayn.model.transformer import TransformerConfig
-from aiayn.tasks import Task, get_task
+from aiayn.tasks import Task
 from aiayn.train import distributed
-from aiayn.train.config import TrainConfig
+from aiayn.train.config import TrainConfig, run_task
 from aiayn.train.cuda_graph import GraphedForwardBackward
 from aiayn.train.loss import batch_loss
 
@@ -37,7 +37,7 @@ class TrainState:
     @property
     def task(self) -> Task:
         """The run's task, with its training options."""
-        return get_task(self.config.task, **self.config.task_options)
+        return run_task(self.config)
 
     @property
     def finished(self) -> bool:
@@ -93,7 +93,7 @@ def new_run(config: TrainConfig) -> TrainState:
     Under torchrun (``aiayn.train.distributed``) every process builds the same model,
     and draws its data, and its dropout masks, from a seed of its own.
     """
-    task = get_task(config.task, **config.task_options)
+    task = run_task(config)
     check_vocabulary(config, task)
     torch.manual_seed(config.seed)
     model = build_model(config.model_config).to(config.device)
