@@ -86,12 +86,13 @@ def run(job):
     from aiayn.train.state import new_run
 
     config = configured("reverse-repeats", seed, STEPS, "cpu", BASE | VARIANTS[name])
-    steps = SOURCES // config.batch_size
     state = new_run(config)
+    steps = SOURCES // state.task.batch_size
+    batches = state.task.training_batches(state.data_rng)
     test = held_out_sources(state.task, "test", 10_000, length=10)
     curve, started = [], time.time()
     while state.step < steps:
-        train_step(state)
+        train_step(state, next(batches))
         if state.step % config.snapshot_every == 0:
             state.take_snapshot()
         if state.step >= FIRST_EVALUATION and state.step % EVALUATE_EVERY == 0:
@@ -114,9 +115,11 @@ def step_costs(rounds: int = 25, steps: int = 4) -> dict:
         name: new_run(configured("reverse-repeats", 0, STEPS, "cpu", BASE | changes))
         for name, changes in VARIANTS.items()
     }
-    for state in runs.values():  # past the first, slower steps
+    batches = {name: state.task.training_batches(state.data_rng)
+               for name, state in runs.items()}  # fmt: skip
+    for name, state in runs.items():  # past the first, slower steps
         for _ in range(3):
-            train_step(state)
+            train_step(state, next(batches[name]))
     ratios = {name: [] for name in runs}
     defaults_ms = []
     order = list(runs)
@@ -126,7 +129,7 @@ def step_costs(rounds: int = 25, steps: int = 4) -> dict:
         for name in order:
             started = time.perf_counter()
             for _ in range(steps):
-                train_step(runs[name])
+                train_step(runs[name], next(batches[name]))
             seconds[name] = time.perf_counter() - started
         for name in runs:
             ratios[name].append(seconds[name] / seconds["defaults"])

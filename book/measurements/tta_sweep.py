@@ -19,6 +19,10 @@ is this file's):
 
 The seconds in the results are not comparable between variants: 8 to 16 runs shared
 one GPU.
+
+A record of what ran, not a tool: it patches functions of the library as it was then
+(its training-source sampler and schedule), which have since moved and changed, so it
+runs only against that library: the commits of ``git log --follow`` on this file.
 """
 import argparse, dataclasses, json, os, sys, time, itertools
 import multiprocessing as mp
