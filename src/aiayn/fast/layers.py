@@ -1,8 +1,7 @@
 """The encoder and decoder layers in fewer operations, on the reference layers' weights.
 
 Each function computes what the reference layer's forward computes (aiayn.model.layers)
-with the fast attention (aiayn.fast.attention) and the CPU's cheaper dropout mask
-(aiayn.fast.dropout), and optionally:
+with the fast attention (aiayn.fast.attention), and optionally:
 
 - a ``packing`` (aiayn.fast.packing): x holds only the real positions, (N, d_model),
   and so does the output; attention alone sees them padded;
@@ -10,12 +9,12 @@ with the fast attention (aiayn.fast.attention) and the CPU's cheaper dropout mas
   self-attention reads the earlier positions' keys and values from the cache, and
   encoder-decoder attention reads the memory's keys and values, projected once. The
   cache is not changed: the layer returns the one that holds the new positions too.
+
+The residual connections, layer normalisation, the feed-forward network and their
+dropout are the reference layer's own modules, called as the reference calls them.
 """
 
-from collections.abc import Callable
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.fast.attention import (
@@ -26,27 +25,8 @@ from aiayn.fast.attention import (
     project_query,
 )
 from aiayn.fast.cache import LayerCache
-from aiayn.fast.dropout import dropout
 from aiayn.fast.packing import Packing
-from aiayn.model.feed_forward import PositionwiseFeedForward
-from aiayn.model.layers import DecoderLayer, EncoderLayer, ResidualSublayer
-
-
-def residual(
-    sublayer_residual: ResidualSublayer, x: Tensor, sublayer: Callable[[Tensor], Tensor]
-) -> Tensor:
-    """ResidualSublayer's forward, with the cheaper dropout."""
-    norm, p = sublayer_residual.norm, sublayer_residual.dropout.p
-    training = sublayer_residual.training
-    if sublayer_residual.norm_first:
-        return x + dropout(sublayer(norm(x)), p, training)
-    return norm(x + dropout(sublayer(x), p, training))
-
-
-def feed_forward(ffn: PositionwiseFeedForward, x: Tensor) -> Tensor:
-    """PositionwiseFeedForward's forward, with the cheaper dropout."""
-    hidden = dropout(F.relu(ffn.linear1(x)), ffn.dropout.p, ffn.training)
-    return ffn.linear2(hidden)
+from aiayn.model.layers import DecoderLayer, EncoderLayer
 
 
 def encoder_layer(
@@ -62,10 +42,8 @@ def encoder_layer(
         heads = project(layer.self_attn, y, y, y, packing)
         return attend(layer.self_attn, *heads, mask, kernels, packing)
 
-    x = residual(layer.self_attn_residual, x, self_attention)
-    return residual(
-        layer.feed_forward_residual, x, lambda y: feed_forward(layer.feed_forward, y)
-    )
+    x = layer.self_attn_residual(x, self_attention)
+    return layer.feed_forward_residual(x, layer.feed_forward)
 
 
 def decoder_layer(
@@ -103,11 +81,9 @@ def decoder_layer(
             heads = (q, cache.memory_keys, cache.memory_values)
         return attend(layer.cross_attn, *heads, src_mask, kernels, packing)
 
-    x = residual(layer.self_attn_residual, x, self_attention)
-    x = residual(layer.cross_attn_residual, x, cross_attention)
-    x = residual(
-        layer.feed_forward_residual, x, lambda y: feed_forward(layer.feed_forward, y)
-    )
+    x = layer.self_attn_residual(x, self_attention)
+    x = layer.cross_attn_residual(x, cross_attention)
+    x = layer.feed_forward_residual(x, layer.feed_forward)
     return x, new_cache
 
 
