@@ -150,7 +150,9 @@ def test_the_same_seed_drops_what_the_reference_drops(norm, path, p):
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 1.0])
-@pytest.mark.parametrize("kernels", [PATHS["fused, padded"], PATHS["short, padded"]])
+@pytest.mark.parametrize(
+    "kernels", [PATHS["fused, padded"], PATHS["short, padded"]], ids=["fused", "short"]
+)
 def test_attention_drops_a_share_p_of_its_weights_and_scales_the_rest(kernels, p):
     """One key per query: its weight, 1, is dropped with probability p, and then the
     query's output is W^O 0 + b; else it is W^O v / (1 - p) + b. Only head 0 has a
