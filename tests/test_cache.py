@@ -2,9 +2,10 @@
 
 import pytest
 import torch
+from fast_reference import small_config
 from torch.testing import assert_close
 
-from aiayn import Transformer, TransformerConfig
+from aiayn import Transformer
 from aiayn.decoding import greedy_decode, next_token_logits
 from aiayn.fast.cache import DecoderCache
 from aiayn.fast.transformer import decode
@@ -26,11 +27,11 @@ CONFIGS = {
 def random_model(seed: int, **fields) -> Transformer:
     """An untrained model whose greedy outputs vary (tied weights would echo tokens)."""
     torch.manual_seed(seed)
-    options = dict(
-        src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=32, h=4, encoder_layers=2,
-        decoder_layers=3, d_ff=64, tie_weights=False,
+    config = small_config(
+        d_model=32, layers=(2, 3), d_ff=64, src_vocab=VOCAB, tgt_vocab=VOCAB,
+        tie_weights=False, **fields,
     )  # fmt: skip
-    return Transformer(TransformerConfig(**{**options, **fields})).eval()
+    return Transformer(config).eval()
 
 
 def end_token(model: Transformer, src: torch.Tensor) -> int:
@@ -187,10 +188,7 @@ def test_cache_on_a_cpu_keeps_gradients_out():
 
 
 def test_decoding_benchmark_times_both_paths():
-    config = TransformerConfig(
-        src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=16, h=2, encoder_layers=1,
-        decoder_layers=1, d_ff=32,
-    )  # fmt: skip
+    config = small_config(h=2, layers=(1, 1), src_vocab=VOCAB, tgt_vocab=VOCAB)
     times = decode_times(config, batch_size=2, src_len=4, lengths=(3, 5), repeats=1)
     assert list(times) == [3, 5]
     assert all(set(t) == {"cached", "recomputed"} for t in times.values())

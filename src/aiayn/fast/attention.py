@@ -17,7 +17,6 @@ tests/test_fast.py checks every path against the reference, forward and backward
 """
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -53,12 +52,13 @@ def short_sequence_attention(
     key: Tensor,
     value: Tensor,
     mask: Tensor | None = None,
-    dropout: Callable[[Tensor], Tensor] | None = None,
+    dropout_p: float = 0.0,
 ) -> Tensor:
     """Eq. (1) as scaled_dot_product_attention computes it, in fewer operations.
 
-    The same shapes and the same output; the weights are not returned. A masked score
-    becomes the dtype's most negative number, whose exponential in the softmax is
+    The same arguments, shapes and output; the weights are not returned, and
+    ``dropout_p`` drops them as the reference's nn.Dropout does (F.dropout). A masked
+    score becomes the dtype's most negative number, whose exponential in the softmax is
     exactly 0, so the weights need no second masking, unless a query has no key at all:
     its weights would be equal instead, so its output is set to zero, as the other
     paths give. On a CPU, for a few dozen keys, forward and backward are faster than
@@ -70,8 +70,8 @@ def short_sequence_attention(
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)
-    if dropout is not None:
-        weights = dropout(weights)
+    if dropout_p > 0:
+        weights = F.dropout(weights, dropout_p)
     out = weights @ value  # (..., T, d_v)
     if mask is not None:
         sees_a_key = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
@@ -172,10 +172,11 @@ def attend(
     if mask is not None:
         mask = mask.unsqueeze(-3)  # (B, 1, T, S): the same mask for every head
         check_mask(mask, (B, h, T, k.size(-2)))
+    # the reference's dropout of the weights, at its rate
+    dropout_p = attention.attn_dropout.p if attention.training else 0.0
     if q.device.type == "cpu" and k.size(-2) <= kernels.short_sequence:
-        out = short_sequence_attention(q, k, v, mask, attention.attn_dropout)
+        out = short_sequence_attention(q, k, v, mask, dropout_p)
     else:
-        dropout_p = attention.attn_dropout.p if attention.training else 0.0
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p
         )

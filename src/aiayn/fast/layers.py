@@ -1,8 +1,7 @@
 """The encoder and decoder layers in fewer operations, on the reference layers' weights.
 
 Each function computes what the reference layer's forward computes (aiayn.model.layers)
-with the fast attention (aiayn.fast.attention) and the CPU's cheaper dropout mask
-(aiayn.fast.dropout), and optionally:
+with the fast attention (aiayn.fast.attention), and optionally:
 
 - a ``packing`` (aiayn.fast.packing): x holds only the real positions, (N, d_model),
   and so does the output; attention alone sees them padded;
@@ -10,6 +9,11 @@ with the fast attention (aiayn.fast.attention) and the CPU's cheaper dropout mas
   self-attention reads the earlier positions' keys and values from the cache, and
   encoder-decoder attention reads the memory's keys and values, projected once. The
   cache is not changed: the layer returns the one that holds the new positions too.
+
+The residual connections compute as the reference's, their LayerNorm in one fused
+kernel (``layer_norm``: the taught LayerNorm, written op by op, is several times slower
+forward and backward); the feed-forward network and every dropout are the reference
+layer's own modules, called as the reference calls them.
 """
 
 from collections.abc import Callable
@@ -26,21 +30,18 @@ from aiayn.fast.attention import (
     project_query,
 )
 from aiayn.fast.cache import LayerCache
-from aiayn.fast.dropout import dropout
 from aiayn.fast.packing import Packing
-from aiayn.model.feed_forward import PositionwiseFeedForward
 from aiayn.model.layers import DecoderLayer, EncoderLayer, LayerNorm, ResidualSublayer
 
 
 def residual(
     sublayer_residual: ResidualSublayer, x: Tensor, sublayer: Callable[[Tensor], Tensor]
 ) -> Tensor:
-    """ResidualSublayer's forward, with the cheaper dropout and the fused LayerNorm."""
-    norm, p = sublayer_residual.norm, sublayer_residual.dropout.p
-    training = sublayer_residual.training
+    """ResidualSublayer's forward, its LayerNorm in one fused kernel."""
+    norm, dropout = sublayer_residual.norm, sublayer_residual.dropout
     if sublayer_residual.norm_first:
-        return x + dropout(sublayer(layer_norm(norm, x)), p, training)
-    return layer_norm(norm, x + dropout(sublayer(x), p, training))
+        return x + dropout(sublayer(layer_norm(norm, x)))
+    return layer_norm(norm, x + dropout(sublayer(x)))
 
 
 def layer_norm(norm: LayerNorm | nn.Identity, x: Tensor) -> Tensor:
@@ -49,12 +50,6 @@ def layer_norm(norm: LayerNorm | nn.Identity, x: Tensor) -> Tensor:
     if isinstance(norm, nn.Identity):
         return x
     return F.layer_norm(x, norm.weight.shape, norm.weight, norm.bias, norm.eps)
-
-
-def feed_forward(ffn: PositionwiseFeedForward, x: Tensor) -> Tensor:
-    """PositionwiseFeedForward's forward, with the cheaper dropout."""
-    hidden = dropout(F.relu(ffn.linear1(x)), ffn.dropout.p, ffn.training)
-    return ffn.linear2(hidden)
 
 
 def encoder_layer(
@@ -71,9 +66,7 @@ def encoder_layer(
         return attend(layer.self_attn, *heads, mask, kernels, packing)
 
     x = residual(layer.self_attn_residual, x, self_attention)
-    return residual(
-        layer.feed_forward_residual, x, lambda y: feed_forward(layer.feed_forward, y)
-    )
+    return residual(layer.feed_forward_residual, x, layer.feed_forward)
 
 
 def decoder_layer(
@@ -113,9 +106,7 @@ def decoder_layer(
 
     x = residual(layer.self_attn_residual, x, self_attention)
     x = residual(layer.cross_attn_residual, x, cross_attention)
-    x = residual(
-        layer.feed_forward_residual, x, lambda y: feed_forward(layer.feed_forward, y)
-    )
+    x = residual(layer.feed_forward_residual, x, layer.feed_forward)
     return x, new_cache
 
 
