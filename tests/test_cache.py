@@ -7,13 +7,14 @@ from torch.testing import assert_close
 
 from aiayn import Transformer
 from aiayn.decoding import greedy_decode, next_token_logits
+from aiayn.fast.attention import Kernels
 from aiayn.fast.cache import DecoderCache
-from aiayn.fast.transformer import decode
+from aiayn.fast.transformer import FastTransformer, decode
 from aiayn.model.embeddings import LearnedPositionalEmbedding, PositionalEncoding
 from aiayn.model.masks import padding_mask
 from aiayn.tools.bench_decoding import decode_times
 
-PAD, BOS = 0, 1
+PAD, BOS, EOS = 0, 1, 2
 VOCAB = 12
 
 CONFIGS = {
@@ -175,16 +176,20 @@ def test_positional_offset_adds_the_later_positions(positional):
         layer(x, offset=5)
 
 
-def test_cache_on_a_cpu_keeps_gradients_out():
-    """Decoding with a cache under no_grad stores no autograd graph."""
+def test_decoding_keeps_no_autograd_graph_even_with_gradients_on():
+    """greedy_decode runs under no_grad itself: called where gradients are on, on a
+    model whose weights require them, its cache and output still hold no graph; the
+    same step called directly, with gradients on, does hold one."""
     model = random_model(0)
     src = padded_sources(0)
+    assert torch.is_grad_enabled() and next(model.parameters()).requires_grad
+    output = greedy_decode(model, src, PAD, BOS, EOS, max_len=4)
+    assert not output.requires_grad
     src_mask = padding_mask(src, PAD)
-    with torch.no_grad():
-        memory = model.encode(src, src_mask)
-        first = torch.full((6, 1), BOS)
-        _, cache = next_token_logits(model, memory, src_mask, first, DecoderCache())
-    assert not cache.layers[0].keys.requires_grad
+    first = torch.full((src.size(0), 1), BOS)
+    memory = model.encode(src, src_mask)
+    _, cache = next_token_logits(model, memory, src_mask, first, DecoderCache())
+    assert cache.layers[0].keys.requires_grad  # outside no_grad: a graph
 
 
 def test_decoding_benchmark_times_both_paths():
@@ -193,3 +198,16 @@ def test_decoding_benchmark_times_both_paths():
     assert list(times) == [3, 5]
     assert all(set(t) == {"cached", "recomputed"} for t in times.values())
     assert all(s > 0 for t in times.values() for s in t.values())
+
+
+def test_cached_decoding_runs_on_the_model_s_own_kernels(monkeypatch):
+    """A FastTransformer set to the fused kernel decodes with it, cache or not."""
+    import aiayn.fast.attention as attention
+
+    model = FastTransformer(small_config(), kernels=Kernels(short_sequence=0)).eval()
+    monkeypatch.setattr(
+        attention, "short_sequence_attention", lambda *_, **__: pytest.fail("short")
+    )
+    src = torch.tensor([[3, 4, 5, 2], [6, 7, 2, 0]])
+    output = greedy_decode(model, src, PAD, BOS, EOS, max_len=5)
+    assert output.shape[0] == 2

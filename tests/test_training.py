@@ -152,19 +152,6 @@ def test_checkpoint_holds_what_prediction_needs(tmp_path):
         assert torch.equal(restored.model.state_dict()[name], tensor)
 
 
-def test_a_checkpoint_saved_before_model_config_was_named_so_loads(tmp_path):
-    """Older checkpoints keep the model's TransformerConfig under "model"."""
-    run = new_run(TrainConfig(steps=2, **TINY))
-    state = train_on_task(run, tmp_path / "r.pt", False)
-    saved = torch.load(tmp_path / "r.pt", weights_only=True)
-    saved["config"]["model"] = saved["config"].pop("model_config")
-    torch.save(saved, tmp_path / "old.pt")
-    restored = load_checkpoint(tmp_path / "old.pt")
-    assert restored.config == state.config
-    for name, tensor in state.model.state_dict().items():
-        assert torch.equal(restored.model.state_dict()[name], tensor)
-
-
 class ScriptedModel(torch.nn.Module):
     """Stands in for a Transformer: sequence b emits 5 until step b + 1, then </s>.
     (Without a key/value cache, which needs a Transformer's layers: use_cache=False.)"""
@@ -254,6 +241,14 @@ def test_load_or_train_reuses_resumes_or_retrains(tmp_path):
     assert [r["loss"] for r in resumed.history[1:]] == [
         r["loss"] for r in first.history[1:]
     ]
+
+
+def test_a_saved_run_is_the_same_run_on_another_device():
+    from aiayn.book.models import same_run
+
+    config = TrainConfig(device="cpu", **TINY)
+    assert same_run(dataclasses.replace(config, device="cuda", cuda_graph=True), config)
+    assert not same_run(dataclasses.replace(config, seed=1), config)
 
 
 def test_training_stops_once_the_target_is_reached():

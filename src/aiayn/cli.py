@@ -35,10 +35,12 @@ from typing import NoReturn
 from aiayn.cli_runs import (
     UsageError,
     check_processes,
+    check_sequence,
     check_train_options,
     global_batch,
     locked_by_rank_0,
     open_checkpoint,
+    standard_input_lines,
 )
 from aiayn.evaluation import evaluate, predict
 from aiayn.tasks import HELD_OUT_SEEDS, TASK_NAMES, Task, get_task, held_out_sources
@@ -382,29 +384,3 @@ def decoding_name(args: argparse.Namespace, task: Task) -> str:
         rule = "k finished" if task.decoding.stop_at_k_finished else "no better beam"
         name = f"beam search, beam {args.beam}, alpha {args.alpha}, stops at {rule}"
     return f"{name}, outputs up to input length + {task.decoding.extra_length}"
-
-
-def standard_input_lines() -> list[str]:
-    """The non-blank lines of standard input."""
-    try:
-        text = sys.stdin.read()
-    except UnicodeDecodeError as error:
-        raise UsageError(f"standard input is not {error.encoding} text") from None
-    return [line for line in text.splitlines() if line.strip()]
-
-
-def check_sequence(sequence: str, task: Task) -> None:
-    """Refuse a sequence the model cannot read: empty, not the task's, or too long."""
-    try:
-        task.check_source(sequence)
-        length = len(task.src_tokenizer.encode(sequence))
-    except ValueError as error:
-        raise UsageError(f"{error} in {sequence!r}") from None
-    if length == 0:
-        raise UsageError(f"{sequence!r} is an empty sequence: give at least one token")
-    longest = task.source_lengths[-1]
-    if length > longest:
-        raise UsageError(
-            f"{sequence!r} has {length} tokens; {task.name} was trained on at most "
-            f"{longest}"
-        )

@@ -1,4 +1,5 @@
-"""What the command line does around a training run, apart from the commands.
+"""What the command line does around its commands: the checks of what the user
+gave, and the operations around a training run.
 
 The checks and files that keep runs from harming each other, made before anything is
 created (``check_train_options``): a known task, an --out that this user can write
@@ -6,7 +7,8 @@ created (``check_train_options``): a known task, an --out that this user can wri
 (``output_locked``; under torchrun rank 0 holds it, ``locked_by_rank_0``), a device
 this machine has (``check_device``) and torchrun's processes that can train on it
 (``check_processes``); a checkpoint opened or refused in one line
-(``open_checkpoint``). Each refusal is a ``UsageError``: one line, exit status 2.
+(``open_checkpoint``); a sequence the model cannot read (``check_sequence``). Each
+refusal is a ``UsageError``: one line, exit status 2.
 """
 
 import argparse
@@ -171,3 +173,29 @@ def open_checkpoint(path: Path) -> TrainState:
         message = f"{path} is not a readable aiayn checkpoint ({reason})"
         raise UsageError(message) from None
     return state
+
+
+def standard_input_lines() -> list[str]:
+    """The non-blank lines of standard input."""
+    try:
+        text = sys.stdin.read()
+    except UnicodeDecodeError as error:
+        raise UsageError(f"standard input is not {error.encoding} text") from None
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def check_sequence(sequence: str, task: Task) -> None:
+    """Refuse a sequence the model cannot read: empty, not the task's, or too long."""
+    try:
+        task.check_source(sequence)
+        length = len(task.src_tokenizer.encode(sequence))
+    except ValueError as error:
+        raise UsageError(f"{error} in {sequence!r}") from None
+    if length == 0:
+        raise UsageError(f"{sequence!r} is an empty sequence: give at least one token")
+    longest = task.source_lengths[-1]
+    if length > longest:
+        raise UsageError(
+            f"{sequence!r} has {length} tokens; {task.name} was trained on at most "
+            f"{longest}"
+        )

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from aiayn.fast import transformer as fast
+from aiayn.fast.attention import DEFAULT_KERNELS
 from aiayn.fast.cache import DecoderCache
 from aiayn.model.masks import padding_mask
 from aiayn.model.transformer import Transformer
@@ -35,7 +36,11 @@ def next_token_logits(
         hidden = model.decode(memory, src_mask, prefix)
     else:  # (B, 1, d_model): the others are cached
         new = prefix[:, cache.length :]
-        hidden, cache = fast.decode(model, memory, src_mask, new, cache=cache)
+        # a FastTransformer's own kernels; a reference Transformer's: the defaults
+        kernels = getattr(model, "kernels", DEFAULT_KERNELS)
+        hidden, cache = fast.decode(
+            model, memory, src_mask, new, cache=cache, kernels=kernels
+        )
     # only the last position predicts what's next
     return model.output_projection(hidden[:, -1]), cache
 

@@ -11,6 +11,7 @@ opens one chapter in JupyterLab.
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -79,13 +80,21 @@ def load_or_train(
     """The run of ``config`` checkpointed at ``path``.
 
     Reused if finished, resumed if not, trained from scratch if the file is missing or
-    holds another configuration.
+    holds another configuration (``same_run``: the device may differ).
     """
     path = Path(path)
     state = load_checkpoint(path) if path.is_file() else None
-    if state is None or state.config != config:
+    if state is None or not same_run(state.config, config):
         state = new_run(config)
     return train_on_task(state, checkpoint=path, progress=progress)
+
+
+def same_run(saved: TrainConfig, wanted: TrainConfig) -> bool:
+    """Whether a saved run is the one asked for: every setting equal but where and
+    how its steps run (a run trained on a GPU, with a CUDA graph or not, is the same
+    run on a CPU)."""
+    where = dict(device=wanted.device, cuda_graph=wanted.cuda_graph)
+    return dataclasses.replace(saved, **where) == wanted
 
 
 def book_model(name: str, runs: Path = RUNS, progress: bool = False) -> TrainState:

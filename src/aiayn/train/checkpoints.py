@@ -81,13 +81,12 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
     """
     # tensors and plain data only: a checkpoint cannot run code when it is loaded
     saved = torch.load(path, map_location="cpu", weights_only=True)
-    processes = saved.get("processes", [saved])  # one, in older checkpoints
+    processes = saved["processes"]
     if distributed.in_process_group() and len(processes) != distributed.world_size():
         message = distributed.world_size_error(path, len(processes))
         raise distributed.WorldSizeError(message)
     config = saved_config(saved["config"])
-    saved_vocabulary = saved.get("vocabulary")  # absent in older checkpoints
-    if saved_vocabulary not in (None, vocabulary_fingerprints(get_task(config.task))):
+    if saved["vocabulary"] != vocabulary_fingerprints(get_task(config.task)):
         raise VocabularyMismatch(
             f"{path} was trained with another vocabulary than task {config.task}'s"
         )
@@ -114,8 +113,7 @@ def load_checkpoint(path: str | Path, device: str | None = None) -> TrainState:
 
 
 def saved_config(fields: dict) -> TrainConfig:
-    """The TrainConfig of a checkpoint's fields, whose TransformerConfig is a dict: in
-    older checkpoints under "model", in newer ones under "model_config"."""
+    """The TrainConfig of a checkpoint's fields, whose TransformerConfig is a dict."""
     fields = dict(fields)
-    model_fields = fields.pop("model_config", None) or fields.pop("model")
+    model_fields = fields.pop("model_config")
     return TrainConfig(**fields, model_config=TransformerConfig(**model_fields))

@@ -43,8 +43,10 @@ class TrainState:
     def finished(self) -> bool:
         """All steps done, or the last evaluation reached the target exact match."""
         target = self.config.target_exact_match
-        scores = [r["val_exact_match"] for r in self.history if "val_exact_match" in r]
-        reached = target is not None and bool(scores) and scores[-1] >= target
+        evaluations = (r for r in reversed(self.history) if "val_exact_match" in r)
+        newest = next(evaluations, None)  # at most eval_every records back
+        last = None if newest is None else newest["val_exact_match"]
+        reached = target is not None and last is not None and last >= target
         return self.step >= self.config.steps or reached
 
     def take_snapshot(self) -> None:
@@ -55,7 +57,8 @@ class TrainState:
         self.snapshots = [*self.snapshots, weights][-self.config.average_last :]
 
     def averaged_model(self) -> FastTransformer:
-        """A copy of the model whose weights are the mean of the snapshots.
+        """A copy of the model whose weights are the mean of the snapshots (the model
+        itself before the first snapshot).
 
         As §6.1 averages its last checkpoints: the model to evaluate and predict with.
         """
