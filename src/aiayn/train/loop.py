@@ -157,12 +157,9 @@ def train(
             bar.update(1)
             if state.step % config.snapshot_every == 0:
                 state.take_snapshot()
-            last = state.step == config.steps
-            hooked = hook is not None and (state.step % hook_every == 0 or last)
-            if hooked and hook(state):
+            if hook is not None and due(state, hook_every) and hook(state):
                 break
-            periodic = state.step % config.eval_every == 0 or last
-            evaluating = validate is not None and periodic
+            evaluating = validate is not None and due(state, config.eval_every)
             if evaluating or state.step % READ_EVERY == 0:
                 read_metrics(state.history[unread:])
                 unread = len(state.history)
@@ -176,6 +173,11 @@ def train(
     if stop := distributed.agreed_signal(arrived):
         raise TrainingInterrupted(stop)
     return state
+
+
+def due(state: TrainState, every: int) -> bool:
+    """Whether the step just done is an ``every``-th one, or the run's last."""
+    return state.step % every == 0 or state.step == state.config.steps
 
 
 def progress_bar(state: TrainState, progress: bool) -> tqdm:
