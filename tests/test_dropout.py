@@ -2,8 +2,9 @@
 random masks under the same seed where both draw them alike, the rate p and the scale
 1 / (1 - p) at every site where they do not.
 
-The fast model drops with the reference's own nn.Dropout modules (embeddings, residual
-connections, feed-forward network) and, on the attention weights, with F.dropout on the
+The fast model drops the embeddings with the reference's own nn.Dropout modules; the
+residual connections and the feed-forward network at the modules' rates with the
+cheaper mask of aiayn.fast.dropout; the attention weights with F.dropout on the
 short-sequence path or the fused kernel's dropout_p, at the module's rate. A
 statistical check allows 5 binomial standard deviations, sqrt(p (1 - p) / n) for n
 elements: a wrong rate (p / 2) lies dozens of them away.
@@ -13,6 +14,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from fast_reference import (
     D_MODEL,
     HEADS,
@@ -27,8 +29,10 @@ from fast_reference import (
 from torch import nn
 from torch.testing import assert_close
 
+import aiayn.fast.layers as fast_layers
 from aiayn import MultiHeadAttention, PositionwiseFeedForward, ResidualSublayer
 from aiayn.fast.attention import Kernels, attend
+from aiayn.fast.dropout import MASK_BITS, dropout, random_bits
 
 PATHS = {  # how the fast model computes a training step on a CPU
     "fused, packed": Kernels(short_sequence=0, pack=True),
@@ -127,11 +131,13 @@ def test_at_p_1_the_output_is_the_norms_alone_and_nothing_else_learns(norm, path
 @pytest.mark.parametrize("p", [0.1, 0.5])
 @pytest.mark.parametrize("path", ["short, padded", "short, packed"])
 @pytest.mark.parametrize("norm", LAYER_NORMS)
-def test_the_same_seed_drops_what_the_reference_drops(norm, path, p):
+def test_the_same_seed_drops_what_the_reference_drops(norm, path, p, monkeypatch):
     """Where the fast model draws its masks as the reference does, in the same order
     and for as many elements, both drop the same elements: the short path's weights
-    are the reference's, and a packed batch without padding has as many positions
-    as the padded one. Every dropout site is then checked exactly."""
+    are the reference's, a packed batch without padding has as many positions as the
+    padded one, and the cheaper mask is replaced by F.dropout (it is checked on its
+    own below). Every dropout site is then checked exactly."""
+    monkeypatch.setattr(fast_layers, "dropout", F.dropout)
     config = small_config(dropout=p, norm_first=LAYER_NORMS[norm])
     model = fast_model(config, kernels=PATHS[path]).train()
     twin = reference_twin(model)
@@ -179,41 +185,81 @@ def test_attention_drops_a_share_p_of_its_weights_and_scales_the_rest(kernels, p
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5])
-def test_every_dropout_module_of_a_packed_step_drops_a_share_p(p):
+def test_every_dropout_site_of_a_packed_step_drops_a_share_p(p, monkeypatch):
     """In a packed training step with padding (masks not drawn as the reference's),
-    every nn.Dropout of the embeddings, residual connections and feed-forward networks
-    acts once, on its sub-layer's output, dropping a share p and scaling the rest by
-    1 / (1 - p). Attention's module is not called: its rate acts inside the kernel."""
+    every dropout site acts once on its sub-layer's output: the positional table's
+    nn.Dropout (for the source, then the target) and the cheaper mask of every
+    residual connection and feed-forward network. Each drops a share p and scales the
+    rest by 1 / (1 - p). Attention's rate acts inside the kernel."""
     model = fast_model(small_config(dropout=p)).train()
-    in_attention = {
-        id(m.attn_dropout) for m in model.modules() if isinstance(m, MultiHeadAttention)
-    }
-    sites = {
-        name: module
-        for name, module in model.named_modules()
-        if isinstance(module, nn.Dropout) and id(module) not in in_attention
-    }
-    calls = {name: [] for name in sites}
-    hooks = [
-        module.register_forward_hook(
-            lambda _, inputs, output, name=name: calls[name].append((inputs[0], output))
-        )
-        for name, module in sites.items()
-    ]
+    calls = []  # (input, output) of every site, in order
+
+    def recorded_dropout(x, rate, training):
+        calls.append((x, dropout(x, rate, training)))
+        assert rate == p and training
+        return calls[-1][1]
+
+    monkeypatch.setattr(fast_layers, "dropout", recorded_dropout)
+    hook = model.positional.dropout.register_forward_hook(
+        lambda _, inputs, output: calls.append((inputs[0], output))
+    )
     src, tgt_in, _, src_mask, tgt_mask = many_sequences()
     assert (src == PAD).any() and (tgt_in == PAD).any()
     try:
         model(src, tgt_in, src_mask, tgt_mask)
     finally:
-        for hook in hooks:
-            hook.remove()
-    # the positional table's, then 2 + 1 in each encoder layer, 3 + 1 in each decoder's
-    assert len(sites) == 1 + 2 * (2 + 1) + 2 * (3 + 1)
-    # once each; the positional table's twice, for the source and the target
-    assert all(calls.values()) and sum(map(len, calls.values())) == len(sites) + 1
-    for site_calls in calls.values():
-        for before, after in site_calls:
-            nonzero = before != 0
-            dropped = after[nonzero] == 0
-            assert_rate(dropped, p)
-            assert_close(after[nonzero][~dropped], before[nonzero][~dropped] / (1 - p))
+        hook.remove()
+    # the positional table twice; 2 + 1 in each encoder layer, 3 + 1 in each decoder's
+    assert len(calls) == 2 + 2 * (2 + 1) + 2 * (3 + 1)
+    rounded = round(p * 2**MASK_BITS) / 2**MASK_BITS  # the cheaper mask's rate
+    for before, after in calls:
+        nonzero = before != 0
+        dropped = after[nonzero] == 0
+        assert_rate(dropped, p)
+        kept = after[nonzero][~dropped] / before[nonzero][~dropped]
+        assert torch.all((kept - 1 / (1 - p)).abs() < 1e-5) or torch.all(
+            (kept - 1 / (1 - rounded)).abs() < 1e-5
+        )
+
+
+def test_random_bits_are_uniform_15_bit_integers():
+    torch.manual_seed(0)
+    bits = random_bits(torch.Size([1000, 999]))  # an odd count: half a word unused
+    assert bits.dtype == torch.int16 and bits.shape == (1000, 999)
+    assert bits.min() == 0 and bits.max() == 2**MASK_BITS - 1
+    for bit in range(MASK_BITS):  # every bit is set half of the time
+        assert abs(((bits >> bit) & 1).float().mean() - 0.5) < 0.005
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
+def test_the_cheaper_mask_drops_at_rate_p_and_keeps_the_mean(p):
+    torch.manual_seed(0)
+    x = torch.ones(2000, 1000)
+    y = dropout(x, p, training=True)
+    rounded = round(p * 2**MASK_BITS) / 2**MASK_BITS
+    assert abs(rounded - p) <= 2 ** -(MASK_BITS + 1)
+    assert_rate(y == 0, p)
+    assert_close(y[y != 0], torch.full_like(y[y != 0], 1 / (1 - rounded)))
+    assert abs(y.mean() - 1) < 0.003
+
+
+def test_the_cheaper_mask_s_gradient_uses_the_same_mask():
+    torch.manual_seed(0)
+    x = torch.randn(300, 40, requires_grad=True)
+    y = dropout(x, 0.25, training=True)
+    y.sum().backward()
+    assert_close(x.grad, (y != 0).float() / (1 - round(0.25 * 2**15) / 2**15))
+
+
+def test_the_cheaper_mask_is_f_dropout_in_eval_and_at_p_0_and_1():
+    x = torch.randn(50, 20)
+    assert torch.equal(dropout(x, 0.3, training=False), x)
+    assert torch.equal(dropout(x, 0.0, training=True), x)
+    assert (dropout(x, 1.0, training=True) == 0).all()
+    # rounds to 1: F.dropout's own mask
+    assert (dropout(x, 1 - 2**-17, training=True) == 0).all()
+    torch.manual_seed(3)
+    first = dropout(x, 0.3, training=True)
+    torch.manual_seed(3)
+    # seeded like the rest of torch
+    assert torch.equal(dropout(x, 0.3, training=True), first)
