@@ -76,7 +76,7 @@ def sequence_scores(model, src: Tensor, outputs: list[list[int]], alpha: float):
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
 def test_one_beam_is_greedy_decoding(alpha):
     lengths = set()
-    for seed in range(8):
+    for seed in range(16):
         model, src = random_model(seed), random_sources(seed)
         greedy = greedy_decode(model, src, PAD, BOS, EOS, max_len=12)
         beam = beam_search(

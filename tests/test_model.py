@@ -77,10 +77,14 @@ def test_tying_with_different_vocabularies_ties_target_side_only():
 
 
 def test_every_matrix_is_xavier_initialised():
+    """W^Q, W^K and W^V with the bound of the three side by side, as
+    nn.MultiheadAttention's one stacked matrix; every other matrix its own."""
     model = small_model()
     for name, p in model.named_parameters():
         if p.dim() > 1:
             fan_out, fan_in = p.shape
+            if name.endswith(("w_q.weight", "w_k.weight", "w_v.weight")):
+                fan_out *= 3  # d_k = d_v here
             bound = math.sqrt(6 / (fan_in + fan_out))
             assert p.abs().max() <= bound, name
             assert p.abs().max() > 0.8 * bound, name
