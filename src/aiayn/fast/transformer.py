@@ -105,7 +105,11 @@ class FastTransformer(Transformer):
     """The Transformer of ``config``, computed fast: ``FastTransformer(config)``.
 
     ``encode``, ``decode`` and ``forward`` compute the reference's functions with the
-    fast paths; ``aiayn.model.maps.attention_maps`` runs the reference stacks.
+    fast paths; ``aiayn.model.maps.attention_maps`` runs the reference stacks. One
+    difference: in training mode on a CPU, ``forward`` computes the real positions
+    alone (packed) and returns 0 for the logits of a padded target position, which
+    no loss reads; it stays ``forward`` so that DistributedDataParallel, which wraps
+    ``forward``, averages the gradients of packed steps too.
     ``kernels`` chooses the attention kernels and whether training packs
     (aiayn.fast.attention.Kernels); ``model.kernels = Kernels(short_sequence=0)``
     changes them.
