@@ -106,15 +106,17 @@ lock:
 	rm -rf $(LOCK_VENV)
 
 # --- the trained models -------------------------------------------------------------------------
-# The final chapters load trained models; they are made here, once, before any chapter runs, so
-# that no executed chapter trains (or depends on the machine's speed, or on the order in which
-# the chapters run). A finished model is reused: only a change to the model, a task or training
-# (MODEL_SRC), or to the installed packages, retrains.
+# The final chapters load trained models. `make notebooks` (so `make book` and `make test`)
+# trains them in the same run as the chapters, on the same two workers (see EXECUTE below);
+# `make models` trains them alone. A finished model is reused: only a change to the model, a
+# task or training (MODEL_SRC), or to the installed packages, retrains.
 models: $(SETUP) $(BUILD)/.models-stamp
 	$(PY) -m aiayn.book.models --runs $(RUNS) --jobs 2
 
 # --- the book ----------------------------------------------------------------------------------
-book: $(SETUP) $(BUILD)/.src-stamp models
+# The chapters execute under nbval as for `make test` (both cores, the models trained
+# alongside), into the execution cache from which the build renders them.
+book: notebooks
 	$(JB) build .
 	@echo "Open $(BUILD)/html/index.html"
 
@@ -122,7 +124,7 @@ book: $(SETUP) $(BUILD)/.src-stamp models
 # on one page (Sphinx's singlehtml builder; the chapters' outputs come from the execution
 # cache, or it executes them), printed by the browser check's Chromium. Nothing is downloaded.
 PDF := $(BUILD)/html/aiayn.pdf
-pdf: $(SETUP) $(BUILD)/.src-stamp models chromium
+pdf: $(SETUP) notebooks chromium
 	$(JB) build . --builder singlehtml
 	$(PY) tests/print_pdf.py $(BUILD)/singlehtml $(PDF)
 
@@ -154,23 +156,32 @@ lint: $(SETUP)
 unit: $(SETUP)
 	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -n 2 tests
 
-# Every chapter, converted to a git-ignored .ipynb, executed cell by cell by nbval. The outputs
-# of the chapters that pass are stored in the book's execution cache (tests/nbval_book_cache.py),
-# so the strict build below renders them instead of executing every chapter a second time.
-# Two chapters run at a time (pytest-xdist; --dist loadscope keeps a chapter's cells, in order,
-# on one worker).
-notebooks: $(SETUP) $(BUILD)/.src-stamp models
+# Every chapter, converted to a git-ignored .ipynb, executed cell by cell by nbval, with the
+# book models trained in the same run (tests/train_book_models.py): two pytest-xdist workers,
+# one per core; tests/book_schedule.py hands out the models first, the longest first, then the
+# chapters, those that load no model first, each chapter whole on one worker, the longest
+# first (by their seconds in the last run, kept in CHAPTER_SECONDS). A chapter that loads a
+# model still training waits for it. OMP_WAIT_POLICY=PASSIVE keeps the OpenMP threads of one
+# process from spinning on the core that the other one needs.
+CHAPTER_SECONDS := $(BUILD)/chapter-seconds.json
+EXECUTE := OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest --nbval-lax --nbval-current-env -n 2 \
+  -p tests.notebook_durations -p tests.book_schedule --chapter-seconds $(CHAPTER_SECONDS) \
+  tests/train_book_models.py
+
+# The outputs of the chapters that pass are stored in the book's execution cache
+# (tests/nbval_book_cache.py), from which the book build renders them; a chapter the cache
+# already holds with the same cells (executed since the last change under src/) is not run
+# again.
+notebooks: $(SETUP) $(BUILD)/.src-stamp $(BUILD)/.models-stamp
 	rm -rf $(NBVAL)
 	$(PY) tests/to_notebooks.py $(NBVAL) $(CHAPTERS)
 	test "$$(ls $(NBVAL)/*.ipynb | wc -l)" -eq "$(words $(CHAPTERS))"
-	rm -rf $(CACHE)
-	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest --nbval-lax --nbval-current-env -n 2 \
-	  --dist loadscope -p tests.notebook_durations -p tests.nbval_book_cache \
+	AIAYN_RUNS=$(abspath $(RUNS)) $(EXECUTE) -p tests.nbval_book_cache \
 	  --book-cache $(CACHE) $(NBVAL)
 
 # Warnings are errors (-W), every reference must resolve (-n), failing cells raise;
 # --all rebuilds every page so that no warning hides behind an earlier build.
-strict-book: $(SETUP) $(BUILD)/.src-stamp models
+strict-book: $(SETUP) notebooks
 	$(JB) build . --all -W -n --keep-going
 
 browser: $(SETUP) chromium
@@ -197,11 +208,9 @@ portability: $(SETUP) $(BUILD)/.models-stamp
 	export AIAYN_BOOK_SEED=$(OTHER_SEED) AIAYN_RUNS=$(abspath $(OTHER_RUNS)) \
 	  ATEN_CPU_CAPABILITY=$$($(PY) tests/other_kernels.py); \
 	echo "book models with seed $$AIAYN_BOOK_SEED on the $$ATEN_CPU_CAPABILITY path"; \
-	$(PY) -m aiayn.book.models --runs $(OTHER_RUNS) --jobs 2; \
 	rm -rf $(BUILD)/nbval-other; \
 	$(PY) tests/to_notebooks.py $(BUILD)/nbval-other $(MODEL_CHAPTERS); \
-	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest --nbval-lax --nbval-current-env -n 2 \
-	  --dist loadscope -p tests.notebook_durations $(BUILD)/nbval-other
+	$(EXECUTE) $(BUILD)/nbval-other
 	@# the chapters loaded those models: none trained one of its own
 	test -z "$$(find $(BUILD)/nbval-other -name '*.pt')"
 

@@ -36,6 +36,44 @@ def pytest_addoption(parser):
     )
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """Leave out the chapters that the cache holds with their cells as they are now:
+    they ran, and passed, against the same library (the Makefile empties the cache
+    when a file under src/ changes). Nothing is executed twice: `make book` and
+    `make test` fill the same cache."""
+    cache_dir = config.getoption("book_cache")
+    if not cache_dir or not Path(cache_dir).is_dir():
+        return
+    cache = get_cache(cache_dir)
+    chapters = Path(config.getoption("book_chapters"))
+    notebooks = {Path(str(item.path)) for item in items}
+    stored = {
+        notebook
+        for notebook in notebooks
+        if notebook.suffix == ".ipynb"
+        and is_stored(cache, chapters / f"{notebook.stem}.md")
+    }
+    kept = [item for item in items if Path(str(item.path)) not in stored]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(
+            items=[item for item in items if Path(str(item.path)) in stored]
+        )
+        items[:] = kept
+
+
+def is_stored(cache, source: Path) -> bool:
+    """Whether the cache holds the chapter at ``source`` with its current cells."""
+    if not source.is_file():
+        return False
+    text = source.read_text(encoding="utf-8")
+    notebook = read_myst_markdown_notebook(text, path=source)
+    try:
+        cache.match_cache_notebook(notebook)
+    except KeyError:
+        return False
+    return True
+
+
 def pytest_runtest_teardown(item):
     outputs = getattr(item, "test_outputs", None)  # set by nbval once a cell has run
     if outputs is not None:

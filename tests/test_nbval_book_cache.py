@@ -6,7 +6,7 @@ from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from myst_nb.core.read import read_myst_markdown_notebook
 
-from tests.nbval_book_cache import chapter_with_outputs
+from tests.nbval_book_cache import chapter_with_outputs, is_stored
 
 CHAPTER = """---
 kernelspec:
@@ -66,3 +66,18 @@ def test_the_build_finds_the_stored_chapter(tmp_path):
     edited = read_myst_markdown_notebook(CHAPTER.replace("1 + 1", "1 + 2"), path=source)
     with pytest.raises(KeyError):  # changed code: not found; the build executes it
         cache.match_cache_notebook(edited)
+
+
+def test_a_chapter_is_stored_until_a_cell_changes(tmp_path):
+    source = tmp_path / "chapter.md"
+    source.write_text(CHAPTER)
+    cache = get_cache(tmp_path / "cache")
+    assert not is_stored(cache, source)
+    executed = chapter_with_outputs(source, {0: [HELLO], 1: [TWO]})
+    bundle = CacheBundleIn(executed, str(source), data={})
+    cache.cache_notebook_bundle(bundle, check_validity=False, overwrite=True)
+    assert is_stored(cache, source)
+    source.write_text(CHAPTER.replace("1 + 1", "1 + 2"))
+    assert not is_stored(cache, source)
+    source.write_text(CHAPTER.replace("Some prose.", "Other prose."))
+    assert is_stored(cache, source)  # only the code cells are the key

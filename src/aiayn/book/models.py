@@ -21,6 +21,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import torch
+from filelock import FileLock
 
 from aiayn.train.checkpoints import load_checkpoint
 from aiayn.train.config import TrainConfig
@@ -80,13 +81,17 @@ def load_or_train(
     """The run of ``config`` checkpointed at ``path``.
 
     Reused if finished, resumed if not, trained from scratch if the file is missing or
-    holds another configuration (``same_run``: the device may differ).
+    holds another configuration (``same_run``: the device may differ). One process at
+    a time: another that asks for the same file (a chapter while `make` trains its
+    model, two notebooks open at once) waits for this one's run and then loads it.
     """
     path = Path(path)
-    state = load_checkpoint(path) if path.is_file() else None
-    if state is None or not same_run(state.config, config):
-        state = new_run(config)
-    return train_on_task(state, checkpoint=path, progress=progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(path.with_name(path.name + ".lock")):
+        state = load_checkpoint(path) if path.is_file() else None
+        if state is None or not same_run(state.config, config):
+            state = new_run(config)
+        return train_on_task(state, checkpoint=path, progress=progress)
 
 
 def same_run(saved: TrainConfig, wanted: TrainConfig) -> bool:

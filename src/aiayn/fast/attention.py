@@ -63,15 +63,21 @@ def short_sequence_attention(
     its weights would be equal instead, so its output is set to zero, as the other
     paths give. On a CPU, for a few dozen keys, forward and backward are faster than
     the fused kernel's.
+
+    The scores are laid out key by query, (..., S, T), and the softmax runs over
+    their second-to-last axis: PyTorch's CPU softmax over a last axis of a dozen
+    elements is slow (on the AVX-512 path, forward and backward take several times
+    as long as over the other axis; book/appendix-fast-paths.md times both).
     """
     d_k = query.size(-1)
-    # (..., T, d_k) @ (..., d_k, S) -> (..., T, S)
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
+    # (..., S, d_k) @ (..., d_k, T) -> (..., S, T): a column of keys per query
+    scores_by_key = key @ query.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = scores.softmax(dim=-1)
-    if dropout_p > 0:
-        weights = F.dropout(weights, dropout_p)
+        lowest = torch.finfo(scores_by_key.dtype).min
+        scores_by_key = scores_by_key.masked_fill(~mask.transpose(-2, -1), lowest)
+    weights = scores_by_key.softmax(dim=-2).transpose(-2, -1)  # (..., T, S)
+    if dropout_p > 0:  # laid out (T, S), as the reference's: the same mask is drawn
+        weights = F.dropout(weights.contiguous(), dropout_p)
     out = weights @ value  # (..., T, d_v)
     if mask is not None:
         sees_a_key = mask.any(dim=-1, keepdim=True)  # (..., T, 1)
