@@ -57,15 +57,17 @@ help:
 	@echo "make clean  remove $(BUILD) (keeps $(VENV))"
 
 # --- setup -------------------------------------------------------------------------------------
-# requirements.txt pins every package (make lock). JupyterLab in .venv opens a chapter (.md)
+# requirements.txt pins every package (make lock). --no-compile: pip does not byte-compile
+# every installed module (much of the time of an install from pip's cache); Python compiles
+# a module the first time it is imported. JupyterLab in .venv opens a chapter (.md)
 # as a notebook: the repository's .jupyter/labconfig setting (Binder reads it from the
 # repository, which it copies into the home folder) is copied into the environment.
 LAB_SETTING := .jupyter/labconfig/default_setting_overrides.json
 $(SETUP): requirements.txt pyproject.toml $(LAB_SETTING)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
-	  -r requirements.txt
+	$(PY) -m pip install --quiet --no-compile \
+	  $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r requirements.txt
 	$(PY) -m ipykernel install --sys-prefix --name aiayn --display-name "Python 3 (aiayn)" >/dev/null
 	install -D -m 644 $(LAB_SETTING) $(VENV)/etc/jupyter/labconfig/$(notdir $(LAB_SETTING))
 	touch $@
@@ -123,10 +125,14 @@ book: notebooks
 # The whole book as one PDF, beside the HTML pages (the published site links to it): the book
 # on one page (Sphinx's singlehtml builder; the chapters' outputs come from the execution
 # cache, or it executes them), printed by the browser check's Chromium. Nothing is downloaded.
+# The one-page build goes to a folder of its own (its own doctrees), so that it can run
+# beside the strict build of the HTML pages (`make test` runs the two at once).
 PDF := $(BUILD)/html/aiayn.pdf
+ONE_PAGE := $(BUILD)/one-page
+PDF_BUILD = $(JB) build . --builder singlehtml --path-output $(ONE_PAGE) && \
+  $(PY) tests/print_pdf.py $(ONE_PAGE)/_build/singlehtml $(PDF)
 pdf: $(SETUP) notebooks chromium
-	$(JB) build . --builder singlehtml
-	$(PY) tests/print_pdf.py $(BUILD)/singlehtml $(PDF)
+	$(PDF_BUILD)
 
 # --- the taught code ----------------------------------------------------------------------------
 # src/aiayn is the source of every definition a chapter teaches; this copies each one into the
@@ -135,7 +141,17 @@ sync: $(SETUP)
 	$(PY) tests/book_code.py
 
 # --- the tests ---------------------------------------------------------------------------------
-test: lint unit notebooks strict-book pdf browser
+# The strict build and the PDF each keep one core busy (Sphinx builds on one, Chromium
+# prints on one): they run side by side, the PDF's output kept in PDF_LOG and shown
+# after, then the browser check.
+PDF_LOG := $(BUILD)/pdf.log
+test: lint unit notebooks chromium
+	{ $(PDF_BUILD); } > $(PDF_LOG) 2>&1 & pdf=$$!; \
+	strict=0; $(STRICT_BUILD) || strict=$$?; \
+	if wait $$pdf; then tail -n 1 $(PDF_LOG); \
+	else cat $(PDF_LOG); echo "the PDF failed (above)" >&2; exit 1; fi; \
+	exit $$strict
+	$(BROWSER_CHECK)
 	@echo "make test: every check passed"
 
 # Spelling (codespell) over the book, the library and the tests; the library and tests, then the
@@ -181,11 +197,14 @@ notebooks: $(SETUP) $(BUILD)/.src-stamp $(BUILD)/.models-stamp
 
 # Warnings are errors (-W), every reference must resolve (-n), failing cells raise;
 # --all rebuilds every page so that no warning hides behind an earlier build.
+STRICT_BUILD = $(JB) build . --all -W -n --keep-going
 strict-book: $(SETUP) notebooks
-	$(JB) build . --all -W -n --keep-going
+	$(STRICT_BUILD)
 
+# Two pytest-xdist workers, each with its own local server and Chromium.
+BROWSER_CHECK = $(PY) -m pytest -o addopts="" -n 2 tests/browser
 browser: $(SETUP) chromium
-	$(PY) -m pytest -o addopts="" tests/browser
+	$(BROWSER_CHECK)
 
 chromium:
 	@if [ ! -x /usr/bin/chromium ]; then \
