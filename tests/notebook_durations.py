@@ -1,8 +1,8 @@
 """A pytest plugin that prints how long each notebook took under nbval.
 
 nbval reports one test per cell; this sums the cells (kernel start-up included) per
-notebook. Load it with ``python -m pytest -p tests.notebook_durations --nbval-lax
-NOTEBOOKS``.
+notebook. Any other test (the training of a book model) gets a line of its own. Load
+it with ``python -m pytest -p tests.notebook_durations --nbval-lax NOTEBOOKS``.
 """
 
 from collections import defaultdict
@@ -11,7 +11,9 @@ _seconds_per_notebook: dict[str, float] = defaultdict(float)
 
 
 def pytest_runtest_logreport(report):
-    notebook = report.nodeid.split("::")[0]
+    notebook, _, test = report.nodeid.partition("::")
+    if not notebook.endswith(".ipynb"):  # a book model's training: a line of its own
+        notebook = f"{notebook}::{test}"
     _seconds_per_notebook[notebook] += report.duration
 
 

@@ -1,6 +1,8 @@
-"""The book's trained models: made once by `make models`, loaded by the chapters."""
+"""The book's trained models: made once by `make models` or beside the chapters under
+nbval (tests/train_book_models.py), loaded by the chapters."""
 
 import dataclasses
+import threading
 
 import pytest
 
@@ -81,3 +83,39 @@ def test_a_missing_model_is_trained_where_it_is_asked_for(tiny_book_models, tmp_
     # a reader who runs one chapter alone, without `make models`
     state = book_models.book_model("reverse", tmp_path)
     assert state.finished and (tmp_path / "reverse.pt").is_file()
+
+
+def test_a_second_process_waits_for_the_model_being_trained(
+    tiny_book_models, tmp_path, monkeypatch
+):
+    """Two processes (here two threads, each with its own lock) asking for the same
+    model at once: one trains it, the other waits and loads the finished run."""
+    config = tiny_book_models["copy"]
+    started, release = threading.Event(), threading.Event()
+    trained = []
+    train = book_models.train_on_task
+
+    def slow_train(state, **kwargs):
+        trained.append(state.step)
+        started.set()
+        release.wait(timeout=30)  # hold the lock until the other caller waits on it
+        return train(state, **kwargs)
+
+    monkeypatch.setattr(book_models, "train_on_task", slow_train)
+    path = tmp_path / "copy.pt"
+    first = threading.Thread(target=book_models.load_or_train, args=(config, path))
+    first.start()
+    assert started.wait(timeout=30)
+    results = []
+    second = threading.Thread(
+        target=lambda: results.append(book_models.load_or_train(config, path))
+    )
+    second.start()
+    second.join(timeout=0.5)
+    assert second.is_alive()  # waiting for the lock, not training a model of its own
+    release.set()
+    first.join(timeout=60)
+    second.join(timeout=60)
+    (state,) = results
+    assert state.finished and state.config == config
+    assert trained[0] == 0 and all(step == config.steps for step in trained[1:])

@@ -167,7 +167,8 @@ def add_train_command(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--target-exact-match",
         type=float,
-        help="stop once a validation exact match reaches this fraction",
+        help="stop once a validation exact match reaches this fraction (default "
+        f"{defaults.target_exact_match}: every validation source right)",
     )
     add_run_options(p)
     p.set_defaults(command=run_train, prog=p.prog)

@@ -70,8 +70,10 @@ class TrainConfig:
     clip_norm: float = 1.0
     eval_every: int = 250
     eval_size: int = 1000
-    # stop early once an evaluation reaches this exact match; None: run every step
-    target_exact_match: float | None = None
+    # stop early once an evaluation reaches this exact match (1.0: at the first that
+    # decodes every validation source right, which `steps` may then not need); None:
+    # run every step
+    target_exact_match: float | None = 1.0
     # evaluate and predict with the mean of the last weight snapshots
     average_last: int = 10
     snapshot_every: int = 10  # steps between two snapshots
