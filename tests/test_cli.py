@@ -35,6 +35,8 @@ TINY_RUN = [
     "--device",
     "cpu",
 ]  # the same numbers on every machine
+# a run that only a signal ends: no evaluation reaches an exact match of 2
+ENDLESS = ["--steps", "100000", "--target-exact-match", "2"]
 
 
 @dataclass
@@ -537,7 +539,7 @@ def test_a_run_interrupted_at_random_moments_resumes_bit_for_bit(tmp_path):
 
 def test_a_second_run_on_the_same_out_is_refused_and_sigterm_saves(tmp_path):
     out = tmp_path / "run.pt"
-    first = start(*TINY_RUN, "--steps", "100000", "--out", out)
+    first = start(*TINY_RUN, *ENDLESS, "--out", out)
     wait_for_step(first, 1)
     second = aiayn(*TINY_RUN, "--out", out, "--quiet")
     assert second.returncode == 2
@@ -568,7 +570,7 @@ def test_without_fcntl_a_run_is_locked_interrupted_and_resumed(tmp_path):
     assert probe.stdout.strip() == "SoftFileLock", probe.stderr
     command = [*TINY_RUN, "--quiet", "--out"]
     out = tmp_path / "run.pt"
-    first = start(*TINY_RUN, "--steps", "100000", "--out", out, python=WITHOUT_FCNTL)
+    first = start(*TINY_RUN, *ENDLESS, "--out", out, python=WITHOUT_FCNTL)
     wait_for_step(first, 5)
     second = aiayn(*command, out, python=WITHOUT_FCNTL)
     assert second.returncode == 2
