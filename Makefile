@@ -129,10 +129,11 @@ book: notebooks
 # beside the strict build of the HTML pages (`make test` runs the two at once).
 PDF := $(BUILD)/html/aiayn.pdf
 ONE_PAGE := $(BUILD)/one-page
-PDF_BUILD = $(JB) build . --builder singlehtml --path-output $(ONE_PAGE) && \
-  $(PY) tests/print_pdf.py $(ONE_PAGE)/_build/singlehtml $(PDF)
+ONE_PAGE_BUILD = $(JB) build . --builder singlehtml --path-output $(ONE_PAGE)
+PRINT_PDF = $(PY) tests/print_pdf.py $(ONE_PAGE)/_build/singlehtml $(PDF)
 pdf: $(SETUP) notebooks chromium
-	$(PDF_BUILD)
+	$(ONE_PAGE_BUILD)
+	$(PRINT_PDF)
 
 # --- the taught code ----------------------------------------------------------------------------
 # src/aiayn is the source of every definition a chapter teaches; this copies each one into the
@@ -141,17 +142,22 @@ sync: $(SETUP)
 	$(PY) tests/book_code.py
 
 # --- the tests ---------------------------------------------------------------------------------
-# The strict build and the PDF each keep one core busy (Sphinx builds on one, Chromium
-# prints on one): they run side by side, the PDF's output kept in PDF_LOG and shown
-# after, then the browser check.
-PDF_LOG := $(BUILD)/pdf.log
+# The strict build, the PDF and the browser check each keep about one core busy (Sphinx
+# builds on one, Chromium prints on one, the browser check mostly waits for pages): they
+# run two at a time, `alongside`. The strict build beside the PDF's one-page build; then
+# the PDF's printing beside the browser check of the pages; then the check of the PDF.
+# $(call alongside,A,B,LOG): A, and B at the same time with its output kept in LOG (its
+# last line shown, or all of it if B fails); fails if either fails.
+alongside = { $(2); } > $(3) 2>&1 & second=$$!; first=0; $(1) || first=$$?; \
+  if wait $$second; then tail -n 1 $(3); \
+  else cat $(3); echo "failed: the command whose output is above" >&2; exit 1; fi; \
+  exit $$first
+PDF_CHECK := tests/browser/test_published.py::test_the_pdf_is_the_whole_book_numbered_like_the_html
+PAGES_CHECK = $(BROWSER_CHECK) tests/browser --deselect $(PDF_CHECK)
 test: lint unit notebooks chromium
-	{ $(PDF_BUILD); } > $(PDF_LOG) 2>&1 & pdf=$$!; \
-	strict=0; $(STRICT_BUILD) || strict=$$?; \
-	if wait $$pdf; then tail -n 1 $(PDF_LOG); \
-	else cat $(PDF_LOG); echo "the PDF failed (above)" >&2; exit 1; fi; \
-	exit $$strict
-	$(BROWSER_CHECK)
+	$(call alongside,$(STRICT_BUILD),$(ONE_PAGE_BUILD),$(BUILD)/one-page.log)
+	$(call alongside,$(PAGES_CHECK),$(PRINT_PDF),$(BUILD)/pdf.log)
+	$(BROWSER_CHECK) $(PDF_CHECK)
 	@echo "make test: every check passed"
 
 # Spelling (codespell) over the book, the library and the tests; the library and tests, then the
@@ -201,10 +207,11 @@ STRICT_BUILD = $(JB) build . --all -W -n --keep-going
 strict-book: $(SETUP) notebooks
 	$(STRICT_BUILD)
 
-# Two pytest-xdist workers, each with its own local server and Chromium.
-BROWSER_CHECK = $(PY) -m pytest -o addopts="" -n 2 tests/browser
+# One process: two pytest-xdist workers took longer (each starts its own Chromium and
+# JupyterLab).
+BROWSER_CHECK = $(PY) -m pytest -o addopts=""
 browser: $(SETUP) chromium
-	$(BROWSER_CHECK)
+	$(BROWSER_CHECK) tests/browser
 
 chromium:
 	@if [ ! -x /usr/bin/chromium ]; then \
