@@ -2,8 +2,9 @@
 
     pytest --nbval-lax -n 2 -p tests.book_schedule tests/train_book_models.py NOTEBOOKS
 
-With pytest-xdist, ``--dist loadscope`` keeps each notebook's cells, in order, on one
-worker, and hands the notebooks out in the order of the collection. This plugin
+With pytest-xdist, this plugin hands the work out as ``--dist loadscope`` does (each
+notebook's cells, in order, on one worker; the notebooks in the order of the
+collection), whatever ``--dist`` says, and further
 
 - makes each book model of ``tests/train_book_models.py`` a unit of its own (loadscope
   would keep the module's items together, on one worker);
@@ -19,6 +20,7 @@ Without ``-n`` it only orders the items.
 
 import json
 from collections import defaultdict
+from functools import cache
 from pathlib import Path
 
 from xdist.scheduler import LoadScopeScheduling
@@ -63,19 +65,19 @@ def is_training(nodeid: str) -> bool:
     return notebook_of(nodeid).endswith(TRAINING)
 
 
+@cache
 def loads_a_model(notebook: Path) -> bool:
     text = notebook.read_text(encoding="utf-8")
     return any(name in text for name in MODEL_NAMES)
 
 
 def pytest_collection_modifyitems(session, config, items):
-    cells: dict[str, int] = {}
-    for item in items:
-        cells[notebook_of(item.nodeid)] = cells.get(notebook_of(item.nodeid), 0) + 1
-    seconds = read_seconds(config.getoption("chapter_seconds"))
-    first_index = {}
+    cells: dict[str, int] = defaultdict(int)  # notebook -> its items
+    first_index: dict[str, int] = {}  # notebook -> the index of its first item
     for index, item in enumerate(items):
+        cells[notebook_of(item.nodeid)] += 1
         first_index.setdefault(notebook_of(item.nodeid), index)
+    seconds = read_seconds(config.getoption("chapter_seconds"))
 
     def order(indexed):
         index, item = indexed
