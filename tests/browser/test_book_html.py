@@ -191,6 +191,17 @@ DEFECTS_JS = r"""(bookTitles) => {
     }
   }
 
+  // Tables wider than the box they sit in: the theme lets them scroll, so a column
+  // past the edge is cut off unseen (at 1280 px every table fits its column).
+  for (const table of main.querySelectorAll("table")) {
+    const box = table.parentElement;
+    if (box.clientWidth > 0 && table.offsetWidth > box.clientWidth + 1) {
+      const header = table.querySelector("tr")?.textContent.replace(/\s+/g, " ") ?? "";
+      add("table-overflow",
+          `${table.offsetWidth}px in ${box.clientWidth}px: ${header.trim()}`);
+    }
+  }
+
   // Displayed formulas wider than the column: MathJax lets them scroll, unseen.
   for (const formula of main.querySelectorAll('mjx-container[display="true"]')) {
     if (formula.clientWidth > 0 && formula.scrollWidth > formula.clientWidth + 1) {
@@ -393,6 +404,13 @@ SEEDED = {
     "code-overflow": (
         "code",
         CELL_CODE.format(code="x = 1  # " + "a" * 200, output=""),
+    ),
+    "table-overflow": (
+        "table",
+        '<div style="overflow-x: auto"><table><tr><th>number</th><th>German</th>'
+        "<th>subword tokens</th></tr><tr><td>747321</td><td>"
+        + "siebenhundertsiebenundvierzigtausend" * 3
+        + "</td><td>sieben · hundert</td></tr></table></div>",
     ),
     "math-overflow": (
         "math",
