@@ -120,7 +120,7 @@ def draw_decoding_steps(
     x = {"bars": 0.5 + steps * _PITCH + 1.4}  # the first bar's centre
     x["chosen"] = x["bars"] + len(vocabulary) * _BAR + 1.2
     fig, ax = plt.subplots(
-        figsize=(COLUMN_INCHES, 0.62 * steps + 1.5), layout="constrained"
+        figsize=(COLUMN_INCHES, 0.43 * steps + 1.0), layout="constrained"
     )
     for t in range(steps):
         _draw_row(ax, t, chosen, probabilities[t], start, x)
