@@ -10,16 +10,16 @@ from aiayn.book.plots import draw_arrow
 
 # the sub-layers of a layer: (name, kind, whether it reads the encoder's output)
 ENCODER_SUBLAYERS = (
-    ("Multi-Head\nSelf-Attention", "attention", False),
+    ("Self-Attention", "attention", False),
     ("Feed Forward", "ffn", False),
 )
 DECODER_SUBLAYERS = (
-    ("Masked Multi-Head\nSelf-Attention", "attention", False),
-    ("Encoder–Decoder\nAttention", "attention", True),
+    ("Masked Self-Attention", "attention", False),
+    ("Cross-Attention", "attention", True),
     ("Feed Forward", "ffn", False),
 )
-# a figure of this size shows the drawing at the scale of draw_transformer's
-LAYERS_FIGSIZE = (6.7, 5.1)
+# the text column's width; the height keeps one line of 9-point text inside a box
+LAYERS_FIGSIZE = (6.7, 3.4)
 _LABEL = dict(ha="center", va="center", fontsize=9)
 
 
@@ -27,7 +27,7 @@ def draw_encoder_layer(ax: Axes, x: float, bottom: float) -> float:
     """The encoder layer centred at ``x``, its input entering at height ``bottom``:
     self-attention, then the feed-forward network, each with its residual path on the
     left into Add & Norm, in an 'N ×' frame. Returns the height of its output."""
-    ax.text(x, bottom - 0.55, "source vectors\n(B, S, d_model)", **_LABEL)
+    ax.text(x, bottom - 0.4, "source vectors (B, S, d_model)", **_LABEL)
     ax.plot([x, x], [bottom - 0.25, bottom], color="black", lw=1)
     return _draw_stack(ax, x, ENCODER_SUBLAYERS, bottom=bottom, side=-1)
 
@@ -39,8 +39,7 @@ def draw_decoder_layer(
     masked self-attention, encoder-decoder attention (queries from below, keys and
     values from the point ``memory`` on the encoder's output line), the feed-forward
     network; residual paths on the right. Returns the height of its output."""
-    ax.text(x, bottom - 0.55, "target vectors, shifted\nright (B, T, d_model)",
-            **_LABEL)  # fmt: skip
+    ax.text(x, bottom - 0.4, "target, shifted right (B, T, d_model)", **_LABEL)
     ax.plot([x, x], [bottom - 0.25, bottom], color="black", lw=1)
     return _draw_stack(ax, x, DECODER_SUBLAYERS, bottom=bottom, side=1, memory=memory)
 
@@ -51,7 +50,7 @@ def draw_layers(ax: Axes) -> Axes:
     encoder-decoder attention. Sets the limits, hides the axes; text of 8 points or
     more, for a figure of ``LAYERS_FIGSIZE``. Returns ``ax``."""
     ax.set_xlim(-0.2, 10.6)
-    ax.set_ylim(-0.1, 8.4)
+    ax.set_ylim(0.4, 8.1)
     ax.axis("off")
     encoder_x, decoder_x, bottom = 2.3, 8.1, 1.0
     encoder_top = draw_encoder_layer(ax, encoder_x, bottom)
@@ -63,8 +62,9 @@ def draw_layers(ax: Axes) -> Axes:
             ha="right", va="center", fontsize=9)  # fmt: skip
     decoder_top = draw_decoder_layer(ax, decoder_x, bottom, memory)
     draw_arrow(ax, (decoder_x, decoder_top), (decoder_x, decoder_top + 0.45))
-    ax.text(decoder_x, decoder_top + 0.7, "to Linear and Softmax", **_LABEL)
+    ax.text(decoder_x - 0.15, decoder_top + 0.3, "to Linear and Softmax", ha="right",
+            va="center", fontsize=9)  # fmt: skip
     title = dict(ha="center", fontsize=11, weight="bold")
     ax.text(encoder_x, memory[1] + 0.35, "Encoder layer", **title)
-    ax.text(decoder_x - 2.9, decoder_top - 0.2, "Decoder layer", **title)
+    ax.text(decoder_x - 2.9, decoder_top - 0.4, "Decoder layer", **title)
     return ax
