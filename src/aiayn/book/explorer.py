@@ -141,7 +141,9 @@ def export_graphs(model: Transformer, pad_id: int, folder: Path) -> None:
     seq = {1: "S"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        # the TorchScript exporter is deprecated, and says so
         warnings.filterwarnings("ignore", "You are using the legacy TorchScript")
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module="torch")
         torch.onnx.export(
             encoder, (src,), folder / "encoder.onnx", dynamo=False,
             opset_version=OPSET, input_names=["src"],
@@ -312,6 +314,7 @@ def check_export(
 def write_export(model: Transformer, task: Task, name: str, folder: Path) -> None:
     """Write the graphs of ``model`` (in eval mode) and their model.json to
     ``folder``, unchecked: ``export_explorer`` checks before it writes."""
+    folder.mkdir(parents=True, exist_ok=True)
     with evaluation_mode(model):
         export_graphs(model, task.src_tokenizer.pad_id, folder)
     description = model_description(name, model, task, folder)
