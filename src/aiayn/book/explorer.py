@@ -134,7 +134,9 @@ def export_graphs(model: Transformer, pad_id: int, folder: Path) -> None:
     Python values become constants: d_k's square root, and the check of a length
     against max_positions, which the page makes itself (model.json).
     """
-    src = torch.tensor([[3, 4, 5, 2]])  # (1, S = 4): sizes no other axis has
+    # ids any vocabulary has, no padding; S != T and neither 1: no length is taken
+    # for another, or for a broadcast
+    src = torch.tensor([[3, 4, 5, 6, 2]])  # (1, S = 5)
     tgt_in = torch.tensor([[1, 3, 4]])  # (1, T = 3)
     encoder = EncoderGraph(model, pad_id)
     memory, _ = encoder(src)
