@@ -165,6 +165,7 @@ def export_graphs(model: Transformer, pad_id: int, folder: Path) -> None:
 
 
 def sha256(path: Path) -> str:
+    """The hex digest of a file's bytes, as model.json records it."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
