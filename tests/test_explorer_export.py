@@ -200,7 +200,7 @@ def test_the_command_exports_checks_and_says_sizes(
     state, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setattr(explorer, "book_model", lambda name: state)
-    assert explorer.main([str(tmp_path), "reverse"]) == 0
+    assert explorer.export_cli([str(tmp_path), "reverse"]) == 0
     line = capsys.readouterr().out.strip()
     assert line.startswith("reverse: encoder.onnx ") and "KB" in line
     assert "logits" in line and "cross" in line
@@ -214,12 +214,12 @@ def test_the_command_refuses_an_export_that_disagrees(
 ):
     monkeypatch.setattr(explorer, "book_model", lambda name: state)
     monkeypatch.setattr(explorer, "TOLERANCE", dict.fromkeys(TOLERANCE, -1.0))
-    assert explorer.main([str(tmp_path), "reverse"]) == 1
+    assert explorer.export_cli([str(tmp_path), "reverse"]) == 1
     assert "reverse: not exported: " in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 
 def test_the_command_names_an_unknown_model(capsys):
     with pytest.raises(SystemExit):
-        explorer.main(["out", "nonsense"])
+        explorer.export_cli(["out", "nonsense"])
     assert "no book model ['nonsense']" in capsys.readouterr().err

@@ -358,7 +358,7 @@ def export_book_model(name: str, outdir: Path) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def export_cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m aiayn.book.explorer", description=__doc__.split("\n\n")[0]
     )
@@ -381,4 +381,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(export_cli())

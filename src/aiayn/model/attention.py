@@ -58,7 +58,7 @@ class MultiHeadAttention(nn.Module):
     ``w_q`` (d_model -> h d_k): head i reads columns [i d_k, (i + 1) d_k) of Q W^Q.
     Likewise ``w_k`` (h d_k) and ``w_v`` (h d_v); ``w_o`` is W^O (h d_v -> d_model).
     Each has a bias, as nn.MultiheadAttention's projections do (the paper writes none).
-    d_k and d_v default to the paper's d_model / h; Table 3 (row B) varies them.
+    d_k and d_v default to the paper's d_model / h; Table 3 varies them (rows A and B).
 
     The attention weights of every head, (B, h, T, S), pass through the
     ``attention_weights`` module (nn.Identity): a forward hook there reads them

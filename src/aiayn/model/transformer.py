@@ -62,7 +62,7 @@ class Transformer(nn.Module):
 
     tie_weights=True shares one weight matrix between the target embedding and the
     pre-softmax linear layer, and also the source embedding when src_vocab == tgt_vocab
-    (§3.4: the paper shares all three, with one vocabulary for both languages).
+    (§3.4 shares all three; §5.1 uses one vocabulary for both languages).
 
     Every weight matrix starts Xavier-uniform (``xavier_initialise``).
     ``aiayn.model.maps.attention_maps`` returns every layer's attention weights.
