@@ -212,3 +212,18 @@ def test_a_second_caller_waits_for_the_download(site, runs, monkeypatch):
     second.join(timeout=60)
     assert [state.finished for state in results] == [True, True]
     assert asked == ["/models/manifest.json", "/models/reverse.pt"]
+
+
+def test_publish_copies_every_book_model_with_its_manifest(
+    trained_run, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(book_models, "BOOK_MODELS", {"reverse": TINY})
+    folder = tmp_path / "html" / "models"
+    assert book_models.main(["--runs", str(trained_run), "--publish", str(folder)]) == 0
+    published_files = sorted(path.name for path in folder.iterdir())
+    assert published_files == ["manifest.json", "reverse.pt"]
+    assert "1 book models" in capsys.readouterr().out
+    monkeypatch.setattr(book_models, "BOOK_MODELS", {"reverse": TINY, "copy": TINY})
+    with pytest.raises(SystemExit) as exit_:  # one not trained: nothing half published
+        book_models.main(["--runs", str(trained_run), "--publish", str(tmp_path / "x")])
+    assert exit_.value.code == 2 and "no copy in" in capsys.readouterr().err
