@@ -11,6 +11,14 @@ SHELL := /bin/bash
 # CUDA build (gigabytes); `make book TORCH_INDEX=https://download.pytorch.org/whl/cpu`
 # takes PyTorch's CPU build (2.13.0+cpu) instead.
 TORCH_INDEX ?=
+# The book's repository on GitHub, owner/name: the site's address and the launch links are
+# derived from it (aiayn.book.site, book/_ext/book_site.py). `make book
+# REPOSITORY=owner/name` names it; otherwise the publishing workflow's GITHUB_REPOSITORY,
+# else the git remote origin if it is on GitHub, else none: the book then links to no site.
+REPOSITORY ?=
+ifneq ($(REPOSITORY),)
+export AIAYN_REPOSITORY := $(REPOSITORY)
+endif
 VENV     := .venv
 PY       := $(VENV)/bin/python
 JB       := $(VENV)/bin/jupyter-book
@@ -185,8 +193,10 @@ unit: $(SETUP)
 # first (by their seconds in the last run, kept in CHAPTER_SECONDS). A chapter that loads a
 # model still training waits for it. OMP_WAIT_POLICY=PASSIVE keeps the OpenMP threads of one
 # process from spinning on the core that the other one needs.
+# AIAYN_SITE empty: a chapter never downloads a book model from the published site; the
+# build trains the models it publishes.
 CHAPTER_SECONDS := $(BUILD)/chapter-seconds.json
-EXECUTE := OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest --nbval-lax --nbval-current-env -n 2 \
+EXECUTE := OMP_WAIT_POLICY=PASSIVE AIAYN_SITE= $(PY) -m pytest --nbval-lax --nbval-current-env -n 2 \
   -p tests.notebook_durations -p tests.book_schedule --chapter-seconds $(CHAPTER_SECONDS) \
   tests/train_book_models.py
 

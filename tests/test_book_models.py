@@ -22,7 +22,9 @@ TINY = dict(
 
 @pytest.fixture
 def tiny_book_models(monkeypatch):
-    """BOOK_MODELS replaced by two tiny runs, so that training them takes a second."""
+    """BOOK_MODELS replaced by two tiny runs, so that training them takes a second;
+    no published site to download them from (test_book_model_download.py has one)."""
+    monkeypatch.setenv("AIAYN_SITE", "")
     tiny = {
         "copy": TrainConfig(task="copy", steps=4, eval_every=2, **TINY),
         "reverse": TrainConfig(task="reverse", steps=4, eval_every=2, **TINY),

@@ -10,14 +10,19 @@ front: it installs the ``aiayn`` library, at the book's commit, from the book's
 repository when the notebook runs where the library is missing (Binder, Colab, a laptop
 without the repository). In the book's own environment the cell does nothing.
 
-The download menu offers the whole book's PDF (``make pdf``), where the site is published,
-instead of the theme's button that prints the one page.
+The download menu offers the whole book's PDF (``make pdf``), where the site is published
+(beside the pages where there is no site), instead of the theme's button that prints the
+one page. The first cell also tells ``book_model`` where the site is (``AIAYN_SITE``), to
+download a trained model rather than train it. Without a repository on GitHub
+(book_site.py), there are no launch buttons and nothing to install from: the cell says
+so, and this copies the executed notebook into ``_sources/`` itself.
 
 The launch menu gets the same commit: Binder builds the repository at that commit, and a
 Colab button opens the executed copy above where the publishing workflow puts the site,
 the branch ``colab_branch`` of the repository (Colab opens notebooks from GitHub only).
 """
 
+import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -33,6 +38,21 @@ import importlib.util
 
 if importlib.util.find_spec("aiayn") is None:
     %pip install --quiet "aiayn @ git+{repository}@{commit}"
+"""
+# where book_model downloads a trained model it does not have (aiayn.book.site)
+SITE_LINE = """
+import os
+
+os.environ.setdefault("AIAYN_SITE", "{site}")  # where the trained models are published
+"""
+# a book built without a repository on GitHub: no address to install from
+NO_REPOSITORY_CELL = """\
+# This chapter imports the book's library, aiayn: install it from the book's repository
+# (make setup) before you run it.
+import importlib.util
+
+if importlib.util.find_spec("aiayn") is None:
+    raise ModuleNotFoundError("aiayn: install the book's library (make setup)")
 """
 COLAB = "https://colab.research.google.com/github"
 
@@ -54,9 +74,14 @@ def add_install_cell(app, notebook_path: Path, commit: str) -> None:
             _, notebook = execution_cache.merge_match_into_notebook(notebook)
         except KeyError:  # not in the cache: the build executed it, outputs and all
             pass
-    repository = app.config.html_theme_options["repository_url"]
-    cell = nbformat.v4.new_code_cell(
-        INSTALL_CELL.format(repository=repository, commit=commit))
+    repository = app.config.html_theme_options.get("repository_url")
+    if repository:
+        text = INSTALL_CELL.format(repository=repository, commit=commit)
+    else:
+        text = NO_REPOSITORY_CELL
+    if app.config.book_site:
+        text += SITE_LINE.format(site=app.config.book_site)
+    cell = nbformat.v4.new_code_cell(text)
     cell.metadata["tags"] = ["install"]
     notebook.cells.insert(0, cell)
     nbformat.write(notebook, notebook_path)
@@ -88,7 +113,9 @@ def offer_book_pdf(app, context) -> None:
     """In the download menu, the whole book's PDF in place of printing this page."""
     pdf = {
         "type": "link",
-        "url": f"{app.config.html_baseurl}{app.config.book_pdf}",
+        # where the site publishes it, else beside this build's pages
+        "url": f"{app.config.book_site}{app.config.book_pdf}" if app.config.book_site
+        else context["pathto"](app.config.book_pdf, 1),
         "text": "Book (PDF)",
         "tooltip": "The whole book as one PDF",
         "icon": "fas fa-file-pdf",
@@ -102,20 +129,37 @@ def offer_book_pdf(app, context) -> None:
             ]
 
 
+def copy_executed_notebook(app, pagename, templatename, context, doctree):
+    """Without launch buttons (no repository), sphinx-book-theme copies no executed
+    notebook for the download menu: copy it to ``_sources/`` as the theme would."""
+    if "launch_buttons" in app.config.html_theme_options:
+        return
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if not executed.is_file():  # a page without code
+        return
+    copy = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(executed, copy)
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
 def publish_notebook(app, pagename, templatename, context, doctree):
     offer_book_pdf(app, context)
-    source = context.get("ipynb_source")  # set by the theme once it copied the notebook
+    source = context.get("ipynb_source")  # set once the notebook was copied
     if not source:
         return
     options = app.config.html_theme_options
     commit = book_commit(app.srcdir, options["repository_branch"])
     add_install_cell(app, Path(app.outdir) / "_sources" / source, commit)
-    pin_launch_buttons(app, context, commit)
+    if "repository_url" in options:
+        pin_launch_buttons(app, context, commit)
 
 
 def setup(app):
     app.add_config_value("colab_branch", "gh-pages", "html")
     app.add_config_value("book_pdf", "aiayn.pdf", "html")  # what make pdf writes
+    # before the theme's download buttons (priority 501) read ipynb_source
+    app.connect("html-page-context", copy_executed_notebook, priority=500)
     # after sphinx-book-theme's add_launch_buttons (priority 501) copied the notebook
     app.connect("html-page-context", publish_notebook, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

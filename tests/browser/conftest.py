@@ -7,6 +7,7 @@ checking nothing.
 
 import functools
 import http.server
+import json
 import pathlib
 import threading
 
@@ -26,6 +27,12 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+def book_addresses() -> dict:
+    """{"repository": "owner/name" or None, "site": its URL or None}: what the build
+    linked to (book/_ext/book_site.py wrote them into site.json)."""
+    return json.loads((HTML / "site.json").read_text())
 
 
 @pytest.fixture(scope="session")

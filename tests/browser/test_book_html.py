@@ -38,18 +38,15 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import HTML, ROOT, SCREENSHOTS
+from conftest import HTML, ROOT, SCREENSHOTS, book_addresses
 from test_figure_legibility import figure_sizes, shrunk_figures
 
 # Where a chapter launches: Binder builds the repository at the commit the book was
 # built from; Colab opens the executed notebook from the branch the workflow publishes
-# to.
-CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
-REPOSITORY = CONFIG["repository"]["url"].removeprefix("https://github.com/")
-BINDER = f"https://mybinder.org/v2/gh/{REPOSITORY}/"
+# to (both need the book's repository on GitHub: a build without one has no launch).
+BINDER = "https://mybinder.org/v2/gh/{repository}/"
 PAGES_BRANCH = "gh-pages"
-SITE = CONFIG["html"]["baseurl"]
-COLAB = f"https://colab.research.google.com/github/{REPOSITORY}/blob/"
+COLAB = "https://colab.research.google.com/github/{repository}/blob/"
 BOOK_COMMIT = subprocess.run(
     ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
 ).stdout.strip()
@@ -322,33 +319,42 @@ def check_downloads(page, path: str, book_url: str) -> None:
     for link in files:
         local = HTML / link.removeprefix(f"{book_url}/")
         assert local.is_file(), f"{path}: {link} is not in the built site"
-    # the whole book's PDF where the site is published, built beside the pages
+    # the whole book's PDF where the site is published, else beside the pages
+    repository, site = book_addresses()["repository"], book_addresses()["site"]
     book_pdf = [link for link in links if link.endswith(".pdf")]
-    assert book_pdf == [f"{SITE}aiayn.pdf"], f"{path}: download links {links}"
+    expected = f"{site}aiayn.pdf" if site else f"{book_url}/aiayn.pdf"
+    assert book_pdf == [expected], f"{path}: download links {links}"
     # (that the PDF is there, the whole book: test_published.py, once `make pdf` ran)
     launches = page.evaluate(
         "() => [...document.querySelectorAll('.dropdown-launch-buttons a')]"
         ".map(a => a.href)"
     )
-    binder = [link for link in launches if link.startswith(BINDER)]
-    colab = [link for link in launches if link.startswith(COLAB)]
-    assert len(binder) == 1 and len(colab) == 1, f"{path}: launch links {launches}"
-    # Binder: the repository at the book's commit, opening this chapter's source
-    ref, chapter = binder[0].removeprefix(BINDER).split("?urlpath=lab/tree/")
-    assert ref == BOOK_COMMIT, f"{path}: Binder opens {ref}, not {BOOK_COMMIT}"
-    assert (ROOT / chapter).is_file(), f"{path}: Binder opens {chapter}, no such file"
-    # Colab: the executed notebook, where the publishing workflow puts the site
-    published = colab[0].removeprefix(f"{COLAB}{PAGES_BRANCH}/")
     ipynb = (HTML / "_sources" / path).with_suffix(".ipynb")
-    assert HTML / published == ipynb, f"{path}: Colab opens {colab[0]}"
     notebook = json.loads(ipynb.read_text(encoding="utf-8"))
     first, *cells = notebook["cells"]
     install = "".join(first["source"])
-    assert "%pip install" in install, f"{path}: no install cell"
-    assert f"@{BOOK_COMMIT}" in install, f"{path}: the library is not pinned: {install}"
     outputs = [cell["outputs"] for cell in cells if cell["cell_type"] == "code"]
     assert any(outputs), f"{path}: the notebook has no outputs"
-
+    if site:  # book_model downloads the trained models from there
+        assert f'"AIAYN_SITE", "{site}"' in install, f"{path}: no site: {install}"
+    if repository is None:  # nothing to launch, nothing to install from
+        assert launches == [], f"{path}: launch links without a repository {launches}"
+        assert "make setup" in install, f"{path}: {install}"
+        return
+    binder_url = BINDER.format(repository=repository)
+    colab_url = COLAB.format(repository=repository)
+    binder = [link for link in launches if link.startswith(binder_url)]
+    colab = [link for link in launches if link.startswith(colab_url)]
+    assert len(binder) == 1 and len(colab) == 1, f"{path}: launch links {launches}"
+    # Binder: the repository at the book's commit, opening this chapter's source
+    ref, chapter = binder[0].removeprefix(binder_url).split("?urlpath=lab/tree/")
+    assert ref == BOOK_COMMIT, f"{path}: Binder opens {ref}, not {BOOK_COMMIT}"
+    assert (ROOT / chapter).is_file(), f"{path}: Binder opens {chapter}, no such file"
+    # Colab: the executed notebook, where the publishing workflow puts the site
+    published = colab[0].removeprefix(f"{colab_url}{PAGES_BRANCH}/")
+    assert HTML / published == ipynb, f"{path}: Colab opens {colab[0]}"
+    assert "%pip install" in install, f"{path}: no install cell"
+    assert f"@{BOOK_COMMIT}" in install, f"{path}: the library is not pinned: {install}"
 
 # --- the check of the check ----------------------------------------------------------
 # A synthetic page in the theme's markup: a code column about as wide as the book's, and

@@ -2,12 +2,14 @@
 
     python -m aiayn.book.models            # trains what is missing (in RUNS)
     python -m aiayn.book.models --jobs 2   # two at a time, one thread each
+    python -m aiayn.book.models --publish _build/html/models   # beside the site
 
 `make models` runs this before the chapters are executed (by nbval or by the book
 build), so that no chapter trains, whatever the order in which the chapters run and
-however slow the machine. A chapter gets its model with ``book_model(name)``, which
-loads the finished run, and trains it only when the file is missing: a reader who
-opens one chapter in JupyterLab.
+however slow the machine. The publishing workflow puts the trained models on the site
+(``--publish``). A chapter gets its model with ``book_model(name)``, which loads the
+finished run; where the file is missing (a reader who opens one chapter on Colab or
+Binder), it downloads the published one, or else trains it.
 """
 
 import argparse
@@ -15,7 +17,7 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -23,6 +25,8 @@ from pathlib import Path
 import torch
 from filelock import FileLock
 
+from aiayn.book.published import NotDownloaded, fetch_model, publish_models
+from aiayn.book.site import book_site, source_checkout
 from aiayn.train.checkpoints import load_checkpoint
 from aiayn.train.config import TrainConfig
 from aiayn.train.presets import preset_config
@@ -47,10 +51,9 @@ def runs_folder(environ: Mapping[str, str] = os.environ) -> Path:
     """
     if environ.get("AIAYN_RUNS"):
         return Path(environ["AIAYN_RUNS"]).absolute()
-    package = Path(__file__).resolve().parents[1]  # src/aiayn, or site-packages/aiayn
-    repository = package.parents[1]
-    if package.parent.name == "src" and (repository / "pyproject.toml").is_file():
-        return repository / "_build" / "runs"
+    checkout = source_checkout()
+    if checkout is not None:
+        return checkout / "_build" / "runs"
     cache = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache.absolute() / "aiayn" / "runs"
 
@@ -76,21 +79,30 @@ BOOK_MODELS = {name: preset_config(name, seed=BOOK_SEED) for name in BOOK_RUNS}
 
 
 def load_or_train(
-    config: TrainConfig, path: str | Path, progress: bool = True
+    config: TrainConfig,
+    path: str | Path,
+    progress: bool = True,
+    fetch: Callable[[Path], None] | None = None,
 ) -> TrainState:
     """The run of ``config`` checkpointed at ``path``.
 
     Reused if finished, resumed if not, trained from scratch if the file is missing or
-    holds another configuration (``same_run``: the device may differ). One process at
-    a time: another that asks for the same file (a chapter while `make` trains its
-    model, two notebooks open at once) waits for this one's run and then loads it.
+    holds another configuration (``same_run``: the device may differ). ``fetch``, if
+    given, is called first when the file is missing: it may put it there (a download).
+    One process at a time: another that asks for the same file (a chapter while `make`
+    trains its model, two notebooks open at once) waits for this one's run and then
+    loads it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(path.with_name(path.name + ".lock")):
+        if fetch is not None and not path.is_file():
+            fetch(path)
         state = load_checkpoint(path) if path.is_file() else None
         if state is None or not same_run(state.config, config):
             state = new_run(config)
+        if state.finished:  # loaded as it is: nothing to train, nothing rewritten
+            return state
         return train_on_task(state, checkpoint=path, progress=progress)
 
 
@@ -102,9 +114,29 @@ def same_run(saved: TrainConfig, wanted: TrainConfig) -> bool:
     return dataclasses.replace(saved, **where) == wanted
 
 
-def book_model(name: str, runs: Path = RUNS, progress: bool = False) -> TrainState:
-    """The finished run ``name`` of BOOK_MODELS: loaded from ``runs``, or trained."""
-    return load_or_train(BOOK_MODELS[name], runs / f"{name}.pt", progress=progress)
+def book_model(name: str, runs: Path = RUNS, progress: bool = True) -> TrainState:
+    """The finished run ``name`` of BOOK_MODELS: loaded from ``runs``; if missing,
+    downloaded from the published book (``book_site``), checked; else trained, with a
+    line saying why and a progress bar (if ``progress``) that shows the time left."""
+    config = BOOK_MODELS[name]
+
+    def download(path: Path) -> None:
+        site = book_site()
+        try:
+            if site is None:
+                raise NotDownloaded("no published book known (AIAYN_SITE)")
+            say(f"{name}: downloading the book's trained model from {site} to {path}")
+            fetch_model(site, path, config, same_run, progress)
+            say(f"{name}: downloaded, size and SHA-256 checked")
+        except NotDownloaded as why:
+            say(f"{name}: not downloaded: {why}; training it here instead")
+
+    return load_or_train(config, runs / f"{name}.pt", progress, fetch=download)
+
+
+def say(line: str) -> None:
+    """One line for the reader, beside the progress bars (stderr)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def train_book_model(name: str, config: TrainConfig, runs: Path, threads: int) -> str:
@@ -133,9 +165,18 @@ def main(argv: list[str] | None = None) -> int:
         "(small models train faster side by side than one after another on "
         "several threads); default 1, in this process",
     )
+    parser.add_argument(
+        "--publish",
+        type=Path,
+        metavar="FOLDER",
+        help="copy the trained models and their manifest (sizes and SHA-256) into "
+        "FOLDER, the published site's models/, instead of training",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, not {args.jobs}")
+    if args.publish is not None:
+        return publish(args.runs, args.publish, parser)
     if args.jobs == 1:
         for name, config in BOOK_MODELS.items():
             print(train_book_model(name, config, args.runs, threads=0), flush=True)
@@ -148,6 +189,17 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for finished in as_completed(runs):
             print(finished.result(), flush=True)
+    return 0
+
+
+def publish(runs: Path, folder: Path, parser: argparse.ArgumentParser) -> int:
+    """--publish: every book model of ``runs``, with its manifest, into ``folder``."""
+    missing = [name for name in BOOK_MODELS if not (runs / f"{name}.pt").is_file()]
+    if missing:
+        parser.error(f"no {', '.join(missing)} in {runs}: train them first")
+    manifest = publish_models(runs, list(BOOK_MODELS), folder)
+    megabytes = sum(entry["size"] for entry in manifest.values()) / 1e6
+    print(f"{len(manifest)} book models ({megabytes:.0f} MB), their manifest: {folder}")
     return 0
 
 
