@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from aiayn.train.checkpoints import saved_config
 from aiayn.train.config import TrainConfig
