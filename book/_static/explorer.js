@@ -327,7 +327,8 @@ the note stays in the page, beside the book's static figure; on paper too. */
     }
     picture.append(svg("rect", { class: "cursor", width: cell, height: cell }));
     ui.map.replaceChildren(element("p", { class: "aiayn-explorer-axes" },
-      `Rows: ${kind.rows}. Columns: ${kind.cols}.`), picture);
+      `Rows: ${kind.rows}. Columns: ${kind.cols}. ` +
+      "Colour: the weight, from 0 (dark) to 1 (yellow)."), picture);
     ui.map.tabIndex = 0;
     ui.map.setAttribute("aria-label", `${kind.title}; arrow keys move between cells`);
     view.drawn = { map, rows, cols, kind };

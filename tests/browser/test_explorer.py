@@ -19,9 +19,10 @@ one-line message and leaves the picture as it was; opened as a file or without
 JavaScript, the page keeps the note that says how to get the live explorer.
 """
 
+import importlib
 import json
-import re
 import shutil
+import sys
 
 import pytest
 import torch
@@ -36,12 +37,10 @@ from aiayn.tasks import get_task, source_ids
 from aiayn.train.config import toy_model_config
 
 STATIC = ROOT / "book" / "_static"
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
 RUNTIME = ROOT / "node_modules" / "onnxruntime-web" / "dist"
-# the files book/_ext/explorer_assets.py copies, read from there
-RUNTIME_FILES = re.search(
-    r"RUNTIME_FILES = \(([^)]*)\)", (ROOT / "book/_ext/explorer_assets.py").read_text()
-).group(1)
-RUNTIME_FILES = re.findall(r'"([^"]+)"', RUNTIME_FILES)
+# the files of the runtime that the book's build serves (book/_ext/explorer_assets.py)
+RUNTIME_FILES = importlib.import_module("explorer_assets").RUNTIME_FILES
 NAME = "tiny"
 # float32 in ONNX Runtime Web's WebAssembly against float32 in PyTorch, a few dozen
 # operations in another order: rounding, far below any weight a defect changes
@@ -117,10 +116,14 @@ def make_site(folder, export, explorer_js=None):
     return server, f"{url}/index.html"
 
 
-@pytest.fixture
-def site(tmp_path, export):
-    server, url = make_site(tmp_path, export)
-    yield url
+@pytest.fixture(scope="module")
+def explorer(browser, tmp_path_factory, export):
+    """The explorer of ``export`` in one page, which the tests share (each its own
+    sources)."""
+    server, url = make_site(tmp_path_factory.mktemp("site"), export)
+    explorer = Explorer(browser, url)
+    yield explorer
+    explorer.page.close()
     server.shutdown()
 
 
@@ -228,8 +231,7 @@ def disagreements(explorer: Explorer, expected: dict, every_step=True) -> list[s
     return found
 
 
-def test_the_explorer_shows_what_pytorch_computes(browser, site, model, task):
-    explorer = Explorer(browser, site)
+def test_the_explorer_shows_what_pytorch_computes(explorer, model, task):
     first_answer_ms = int(explorer.root.get_attribute("data-first-answer-ms"))
     # every source at its last step, one at its first too; one typed without spaces
     for source in [*SOURCES, SOURCES[1].replace(" ", "")]:
@@ -242,8 +244,7 @@ def test_the_explorer_shows_what_pytorch_computes(browser, site, model, task):
     assert first_answer_ms < 20_000
 
 
-def test_hover_and_arrow_keys_show_a_weight_and_its_tokens(browser, site, model, task):
-    explorer = Explorer(browser, site)
+def test_hover_and_arrow_keys_show_a_weight_and_its_tokens(explorer, model, task):
     source = SOURCES[1]
     expected = reference(model, task, source)
     explorer.run(source)
@@ -266,8 +267,8 @@ def test_hover_and_arrow_keys_show_a_weight_and_its_tokens(browser, site, model,
     explorer.check_network_and_console()
 
 
-def test_bad_input_gets_a_message_and_keeps_the_picture(browser, site):
-    explorer = Explorer(browser, site)
+def test_bad_input_gets_a_message_and_keeps_the_picture(explorer):
+    answers = explorer.root.get_attribute("data-answers")
     picture = explorer.page.inner_html(".aiayn-explorer-map")
     message = explorer.page.locator(".aiayn-explorer-message")
     for source, says in [
@@ -280,15 +281,15 @@ def test_bad_input_gets_a_message_and_keeps_the_picture(browser, site):
         explorer.page.press(".aiayn-explorer input[type=text]", "Enter")
         assert message.inner_text().startswith(says), source
         assert explorer.page.inner_html(".aiayn-explorer-map") == picture
-    assert explorer.root.get_attribute("data-answers") == "1"
+    assert explorer.root.get_attribute("data-answers") == answers
     explorer.run("1 2")
     assert message.inner_text() == ""
     explorer.check_network_and_console()
 
 
 @pytest.mark.parametrize("width", [375, 1280])
-def test_the_explorer_fits_the_page(browser, site, width):
-    explorer = Explorer(browser, site, width=width)
+def test_the_explorer_fits_the_page(explorer, width):
+    explorer.page.set_viewport_size({"width": width, "height": 900})
     explorer.run(SOURCES[-1])
     overflow = explorer.page.evaluate(
         "document.documentElement.scrollWidth - document.documentElement.clientWidth"
