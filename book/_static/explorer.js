@@ -262,7 +262,13 @@ the note stays in the page, beside the book's static figure; on paper too. */
       ui.input.setAttribute("aria-invalid", String(Boolean(read.error)));
       if (read.error) return;
       root.dataset.state = "running";
-      view.result = await greedyDecode(model, read.symbols);
+      try {
+        view.result = await greedyDecode(model, read.symbols);
+      } catch (error) {
+        ui.message.textContent = "The model could not run here; the static figure shows it.";
+        root.dataset.state = "error";
+        throw error; // to the console
+      }
       view.step = view.result.steps.length; // the whole answer first
       show();
       // for the book's test: answers so far, and the time from page load to the first
@@ -271,7 +277,10 @@ the note stays in the page, beside the book's static figure; on paper too. */
       root.dataset.state = "ready";
     }
 
-    ui.form.addEventListener("submit", (event) => { event.preventDefault(); run(); });
+    ui.form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      run().catch((error) => console.error(`explorer: ${error.message}`));
+    });
     const goTo = (step) => { view.step = step; show(); };
     ui.previous.addEventListener("click", () => goTo(view.step - 1));
     ui.next.addEventListener("click", () => goTo(view.step + 1));
