@@ -1,6 +1,6 @@
 """The explorer (book/_static/explorer.js) in Chromium, checked against PyTorch.
 
-No book build is needed: each test serves a temporary site of one page holding an
+No book build is needed: the tests serve temporary sites of one page holding an
 explorer, with explorer.js and explorer.css from book/_static, the three files of ONNX
 Runtime Web that book/_ext/explorer_assets.py copies from node_modules, and an
 untrained small Transformer of the reverse task exported by aiayn.book.explorer (a
@@ -16,7 +16,8 @@ another model, its checksum in model.json made to match) and a swapped head orde
 what the page shows (explorer.js's choice of a head reversed). A graph that is not the
 one model.json names is refused by the page, which keeps its note. Bad input gets a
 one-line message and leaves the picture as it was; opened as a file or without
-JavaScript, the page keeps the note that says how to get the live explorer.
+JavaScript, the page keeps its static figure and the note that says how to get the
+live explorer (which, where it runs, takes the figure's place on screen).
 """
 
 import importlib
@@ -62,7 +63,9 @@ PAGE = """<!doctype html>
 <link rel="stylesheet" href="_static/explorer.css">
 <script src="_static/explorer.js"></script></head>
 <body style="max-width: 760px; margin: auto; font-family: sans-serif">
-<div class="aiayn-explorer" data-model="{name}" data-source="{source}">
+<figure id="static-figure">The book's static figure</figure>
+<div class="aiayn-explorer" data-model="{name}" data-source="{source}"
+     data-figure="static-figure">
 <p class="aiayn-explorer-note">Served over HTTP, this figure becomes a live
 explorer.</p>
 </div></body></html>
@@ -239,6 +242,7 @@ def test_the_explorer_shows_what_pytorch_computes(explorer, model, task):
         assert explorer.run(source) == expected["tokens"], source
         every_step = source == SOURCES[1]
         assert disagreements(explorer, expected, every_step) == [], source
+    assert not explorer.page.is_visible("#static-figure")  # the explorer stands for it
     explorer.check_network_and_console()
     print(f"page load to first answer: {first_answer_ms} ms")
     assert first_answer_ms < 20_000
@@ -349,6 +353,7 @@ def test_a_graph_that_is_not_the_exported_one_is_refused(browser, tmp_path, expo
         explorer = Explorer(browser, url, live=False)
         explorer.page.wait_for_selector(".aiayn-explorer[data-state=unavailable]")
         assert explorer.page.is_visible(".aiayn-explorer-note")
+        assert explorer.page.is_visible("#static-figure")
         assert explorer.page.locator(".aiayn-explorer-map").count() == 0
     finally:
         server.shutdown()
@@ -360,9 +365,9 @@ def test_without_a_server_or_javascript_the_note_stays(browser, tmp_path, export
     page = browser.new_page()
     page.goto((tmp_path / "index.html").as_uri())
     page.wait_for_selector(".aiayn-explorer[data-state=unavailable]")
-    assert page.is_visible(".aiayn-explorer-note")
+    assert page.is_visible(".aiayn-explorer-note") and page.is_visible("#static-figure")
     context = browser.new_context(java_script_enabled=False)
     page = context.new_page()
     page.goto((tmp_path / "index.html").as_uri())
-    assert page.is_visible(".aiayn-explorer-note")
+    assert page.is_visible(".aiayn-explorer-note") and page.is_visible("#static-figure")
     context.close()
