@@ -105,6 +105,8 @@ def export(tmp_path_factory, model, task):
 
 def make_site(folder, export, explorer_js=None):
     """A site of one page with an explorer of ``export``: (its folder, its URL)."""
+    if not RUNTIME.is_dir():
+        pytest.fail(f"no {RUNTIME}: run `npm ci` (make setup does)")
     static = folder / "_static"
     (static / "explorer" / "ort").mkdir(parents=True)
     for file in RUNTIME_FILES:
