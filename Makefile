@@ -54,7 +54,7 @@ CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
         portability lock clean
 
 help:
-	@echo "make setup  create $(VENV) with every package of the lock installed"
+	@echo "make setup  create $(VENV) and node_modules with every package of the locks installed"
 	@echo "make book   build the HTML book into $(BUILD)/html"
 	@echo "make test   run every check: lint, unit tests, notebooks, strict build, PDF, browser"
 	@echo "make models train the models the final chapters load (into $(RUNS))"
@@ -80,7 +80,23 @@ $(SETUP): requirements.txt pyproject.toml $(LAB_SETTING)
 	install -D -m 644 $(LAB_SETTING) $(VENV)/etc/jupyter/labconfig/$(notdir $(LAB_SETTING))
 	touch $@
 
-setup: $(SETUP)
+# The explorer's JavaScript runtime (onnxruntime-web), at the version package-lock.json pins,
+# into node_modules/; the book's build copies the three files a page loads into the site
+# (book/_ext/explorer_assets.py): a reader of the built book needs no Node.js.
+NODE_MODULES := node_modules/.package-lock.json
+$(NODE_MODULES): package.json package-lock.json
+	@if ! command -v npm >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Installing Debian's npm for the explorer's runtime"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; \
+	  else \
+	    echo "The explorer's runtime needs npm: run 'sudo apt-get install npm'" >&2; exit 1; \
+	  fi; \
+	fi
+	npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: $(SETUP) $(NODE_MODULES)
 
 # jupyter-cache keys on cell text only: any change under src/ (or to the installed packages)
 # empties the cache and Sphinx's saved doctrees, so that every chapter is read and executed
@@ -126,7 +142,7 @@ models: $(SETUP) $(BUILD)/.models-stamp
 # --- the book ----------------------------------------------------------------------------------
 # The chapters execute under nbval as for `make test` (both cores, the models trained
 # alongside), into the execution cache from which the build renders them.
-book: notebooks
+book: notebooks $(NODE_MODULES)
 	$(JB) build .
 	@echo "Open $(BUILD)/html/index.html"
 
@@ -139,7 +155,7 @@ PDF := $(BUILD)/html/aiayn.pdf
 ONE_PAGE := $(BUILD)/one-page
 ONE_PAGE_BUILD = $(JB) build . --builder singlehtml --path-output $(ONE_PAGE)
 PRINT_PDF = $(PY) tests/print_pdf.py $(ONE_PAGE)/_build/singlehtml $(PDF)
-pdf: $(SETUP) notebooks chromium
+pdf: $(SETUP) $(NODE_MODULES) notebooks chromium
 	$(ONE_PAGE_BUILD)
 	$(PRINT_PDF)
 
@@ -162,7 +178,7 @@ alongside = { $(2); } > $(3) 2>&1 & second=$$!; first=0; $(1) || first=$$?; \
   exit $$first
 PDF_CHECK := tests/browser/test_published.py::test_the_pdf_is_the_whole_book_numbered_like_the_html
 PAGES_CHECK = $(BROWSER_CHECK) tests/browser --deselect $(PDF_CHECK)
-test: lint unit notebooks chromium
+test: lint unit notebooks chromium $(NODE_MODULES)
 	$(call alongside,$(STRICT_BUILD),$(ONE_PAGE_BUILD),$(BUILD)/one-page.log)
 	$(call alongside,$(PAGES_CHECK),$(PRINT_PDF),$(BUILD)/pdf.log)
 	$(BROWSER_CHECK) $(PDF_CHECK)
@@ -214,13 +230,13 @@ notebooks: $(SETUP) $(BUILD)/.src-stamp $(BUILD)/.models-stamp
 # Warnings are errors (-W), every reference must resolve (-n), failing cells raise;
 # --all rebuilds every page so that no warning hides behind an earlier build.
 STRICT_BUILD = $(JB) build . --all -W -n --keep-going
-strict-book: $(SETUP) notebooks
+strict-book: $(SETUP) $(NODE_MODULES) notebooks
 	$(STRICT_BUILD)
 
 # One process: two pytest-xdist workers took longer (each starts its own Chromium and
 # JupyterLab).
 BROWSER_CHECK = $(PY) -m pytest -o addopts=""
-browser: $(SETUP) chromium
+browser: $(SETUP) $(NODE_MODULES) chromium
 	$(BROWSER_CHECK) tests/browser
 
 chromium:
