@@ -50,7 +50,7 @@ MODEL_SRC := $(call python_files,$(BUILD)/.model-src-files,src/aiayn/model src/a
   src/aiayn/__init__.py src/aiayn/book/models.py)
 CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: help setup book models sync test lint unit notebooks strict-book pdf browser chromium \
+.PHONY: help setup book models sync test lint unit notebooks strict-book pdf browser chromium explorer \
         portability lock clean
 
 help:
@@ -142,7 +142,7 @@ models: $(SETUP) $(BUILD)/.models-stamp
 # --- the book ----------------------------------------------------------------------------------
 # The chapters execute under nbval as for `make test` (both cores, the models trained
 # alongside), into the execution cache from which the build renders them.
-book: notebooks $(NODE_MODULES)
+book: explorer $(NODE_MODULES)
 	$(JB) build .
 	@echo "Open $(BUILD)/html/index.html"
 
@@ -155,7 +155,7 @@ PDF := $(BUILD)/html/aiayn.pdf
 ONE_PAGE := $(BUILD)/one-page
 ONE_PAGE_BUILD = $(JB) build . --builder singlehtml --path-output $(ONE_PAGE)
 PRINT_PDF = $(PY) tests/print_pdf.py $(ONE_PAGE)/_build/singlehtml $(PDF)
-pdf: $(SETUP) $(NODE_MODULES) notebooks chromium
+pdf: $(SETUP) $(NODE_MODULES) explorer chromium
 	$(ONE_PAGE_BUILD)
 	$(PRINT_PDF)
 
@@ -178,7 +178,7 @@ alongside = { $(2); } > $(3) 2>&1 & second=$$!; first=0; $(1) || first=$$?; \
   exit $$first
 PDF_CHECK := tests/browser/test_published.py::test_the_pdf_is_the_whole_book_numbered_like_the_html
 PAGES_CHECK = $(BROWSER_CHECK) tests/browser --deselect $(PDF_CHECK)
-test: lint unit notebooks chromium $(NODE_MODULES)
+test: lint unit explorer chromium $(NODE_MODULES)
 	$(call alongside,$(STRICT_BUILD),$(ONE_PAGE_BUILD),$(BUILD)/one-page.log)
 	$(call alongside,$(PAGES_CHECK),$(PRINT_PDF),$(BUILD)/pdf.log)
 	$(BROWSER_CHECK) $(PDF_CHECK)
@@ -227,10 +227,17 @@ notebooks: $(SETUP) $(BUILD)/.src-stamp $(BUILD)/.models-stamp
 	AIAYN_RUNS=$(abspath $(RUNS)) $(EXECUTE) -p tests.nbval_book_cache \
 	  --book-cache $(CACHE) $(NBVAL)
 
+# The explorer's models: the book models the chapters trained, exported to ONNX and checked
+# against PyTorch before they are written (python -m aiayn.book.explorer); the build copies
+# them into the site (book/_ext/explorer_assets.py).
+EXPLORER := $(BUILD)/explorer
+explorer: $(SETUP) notebooks
+	AIAYN_SITE= AIAYN_RUNS=$(abspath $(RUNS)) $(PY) -m aiayn.book.explorer $(EXPLORER)
+
 # Warnings are errors (-W), every reference must resolve (-n), failing cells raise;
 # --all rebuilds every page so that no warning hides behind an earlier build.
 STRICT_BUILD = $(JB) build . --all -W -n --keep-going
-strict-book: $(SETUP) $(NODE_MODULES) notebooks
+strict-book: $(SETUP) $(NODE_MODULES) explorer
 	$(STRICT_BUILD)
 
 # One process: two pytest-xdist workers took longer (each starts its own Chromium and
