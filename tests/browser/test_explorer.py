@@ -28,6 +28,7 @@ import sys
 import pytest
 import torch
 from conftest import ROOT, SCREENSHOTS, serve
+from test_book_html import ALLOWED_CONSOLE_ERRORS
 
 from aiayn.book.explorer import sha256, write_export
 from aiayn.decoding import greedy_decode
@@ -373,3 +374,43 @@ def test_without_a_server_or_javascript_the_note_stays(browser, tmp_path, export
     page.goto((tmp_path / "index.html").as_uri())
     assert page.is_visible(".aiayn-explorer-note") and page.is_visible("#static-figure")
     context.close()
+
+
+# --- the book's own explorers, with the trained book models ---------------------------
+BOOK_EXPLORERS = {  # page: (model, how the page shows it)
+    "book/cover.html": ("reverse", None),
+    "book/looking-inside.html": ("reverse-repeats", "Try it"),
+}
+
+
+@pytest.mark.parametrize("path", BOOK_EXPLORERS)
+def test_the_book_s_explorers_show_the_trained_models(browser, book_url, path):
+    """On the built pages, each explorer's tokens and maps are PyTorch's for the book
+    model it exports (trained by `make`), on sources where that model's choices are not
+    near ties (so that float rounding cannot flip them on any machine)."""
+    from aiayn.book.models import book_model
+
+    name, dropdown = BOOK_EXPLORERS[path]
+    state = book_model(name)
+    model, task = state.averaged_model().eval(), state.task
+    page = Explorer(browser, f"{book_url}/{path}", live=False)
+    page.origin = book_url  # the whole site, not the page's folder
+    try:
+        if dropdown:
+            page.page.locator(".admonition-title", has_text=dropdown).click()
+        page.wait_for_answer(1)
+        checked = 0
+        sources = ["7 2 9 4 0 6 1 8 3 5", "3 1 4 1 5 9 2 6 5 3", "5 0 5", "8 1", "6"]
+        for source in sources:
+            try:
+                expected = reference(model, task, source)
+            except AssertionError:  # a near tie: not a fair comparison
+                continue
+            assert page.run(source) == expected["tokens"], source
+            assert disagreements(page, expected, every_step=False) == [], source
+            checked += 1
+        assert checked >= 3, f"{name}: only {checked} sources without near ties"
+        page.errors = [e for e in page.errors if e not in ALLOWED_CONSOLE_ERRORS]
+        page.check_network_and_console()
+    finally:
+        page.page.close()
