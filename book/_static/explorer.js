@@ -220,7 +220,8 @@ the note stays in the page, beside the book's static figure; on paper too. */
     if (figure) figure.classList.add("aiayn-explorer-replaced");
     ui.input.value = root.dataset.source || "3 1 4 1 5";
     // the decoded source, the step shown, the cell pointed at, the map drawn
-    const view = { result: null, step: 1, cursor: [0, 0], drawn: null };
+    // cursor null: point at the newest row's largest weight when the map is drawn
+    const view = { result: null, step: 1, cursor: null, drawn: null };
 
     function show() {
       const { result } = view;
@@ -250,8 +251,14 @@ the note stays in the page, beside the book's static figure; on paper too. */
         : result.written.slice(0, view.step);
       const cols = kind === "decoder_self"
         ? ["<s>", ...result.written].slice(0, view.step) : result.source;
-      view.cursor = view.cursor.map((c, axis) =>
-        Math.min(c, (axis ? map.cols : map.rows) - 1));
+      if (view.cursor) {
+        view.cursor = view.cursor.map((c, axis) =>
+          Math.min(c, (axis ? map.cols : map.rows) - 1));
+      } else { // a new answer or step: the newest row's largest weight
+        const r = map.rows - 1;
+        view.cursor = [r, argmax(Array.from(
+          { length: map.cols }, (_, c) => map.weights[r * map.cols + c]))];
+      }
       drawMap(ui, map, rows, cols, KINDS[kind], view);
     }
 
@@ -260,6 +267,8 @@ the note stays in the page, beside the book's static figure; on paper too. */
       const read = readSource(ui.input.value, info);
       ui.message.textContent = read.error || "";
       ui.input.setAttribute("aria-invalid", String(Boolean(read.error)));
+      // an answer below a source that was refused is the previous source's: dimmed
+      root.classList.toggle("aiayn-explorer-stale", Boolean(read.error) && Boolean(view.result));
       if (read.error) return;
       root.dataset.state = "running";
       try {
@@ -270,6 +279,7 @@ the note stays in the page, beside the book's static figure; on paper too. */
         throw error; // to the console
       }
       view.step = view.result.steps.length; // the whole answer first
+      view.cursor = null;
       show();
       // for the book's test: answers so far, and the time from page load to the first
       root.dataset.answers = String(Number(root.dataset.answers || 0) + 1);
@@ -281,7 +291,7 @@ the note stays in the page, beside the book's static figure; on paper too. */
       event.preventDefault();
       run().catch((error) => console.error(`explorer: ${error.message}`));
     });
-    const goTo = (step) => { view.step = step; show(); };
+    const goTo = (step) => { view.step = step; view.cursor = null; show(); };
     ui.previous.addEventListener("click", () => goTo(view.step - 1));
     ui.next.addEventListener("click", () => goTo(view.step + 1));
     ui.slider.addEventListener("input", () => goTo(Number(ui.slider.value)));
