@@ -30,7 +30,8 @@ import torch
 from conftest import ROOT, SCREENSHOTS, serve
 from test_book_html import ALLOWED_CONSOLE_ERRORS
 
-from aiayn.book.explorer import sha256, write_export
+from aiayn.book.explorer import write_export
+from aiayn.book.published import file_digest
 from aiayn.decoding import greedy_decode
 from aiayn.model.maps import attention_maps
 from aiayn.model.masks import padding_mask
@@ -315,7 +316,7 @@ def test_a_wrong_weight_file_is_caught(browser, tmp_path, export, model, task):
     shutil.copytree(export, seeded)
     shutil.copy(other / "decoder.onnx", seeded / "decoder.onnx")
     description = json.loads((seeded / "model.json").read_text())
-    description["sha256"]["decoder.onnx"] = sha256(seeded / "decoder.onnx")
+    description["sha256"]["decoder.onnx"] = file_digest(seeded / "decoder.onnx")
     (seeded / "model.json").write_text(json.dumps(description))
     server, url = make_site(tmp_path / "site", seeded)
     try:

@@ -92,7 +92,7 @@ def _draw_attention_inputs(
         draw_arrow(ax, (x - 0.7, level), (x, level), (x, bottom))
 
 
-def _draw_stack(
+def draw_stack(
     ax: Axes,
     x: float,
     sublayers: Sequence[tuple[str, str, bool]],
@@ -194,14 +194,14 @@ def draw_transformer(ax: Axes) -> Axes:
     encoder_x, decoder_x = 2.5, 7.5
     _draw_inputs(ax, encoder_x, "Inputs", "Input Embedding", side=-1)
     _draw_inputs(ax, decoder_x, "Outputs (shifted right)", "Output Embedding", side=1)
-    encoder_top = _draw_stack(ax, encoder_x, ENCODER_LAYER, bottom=2.55, side=-1)
+    encoder_top = draw_stack(ax, encoder_x, ENCODER_LAYER, bottom=2.55, side=-1)
     ax.plot(
         [encoder_x, encoder_x], [encoder_top, encoder_top + 0.6], color="black", lw=1
     )
     # the encoder's output runs across to the decoder's second attention
     memory = (5.0, encoder_top + 0.6)
     ax.plot([encoder_x, memory[0]], [memory[1], memory[1]], color="black", lw=1)
-    decoder_top = _draw_stack(
+    decoder_top = draw_stack(
         ax, decoder_x, DECODER_LAYER, bottom=2.55, side=1, memory=memory
     )
     _draw_outputs(ax, decoder_x, decoder_top)

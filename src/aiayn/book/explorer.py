@@ -27,7 +27,6 @@ graphs on a few sources of the task, greedy decoding driven by them must write
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import sys
@@ -42,6 +41,7 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.book.models import BOOK_MODELS, book_model
+from aiayn.book.published import file_digest
 from aiayn.decoding import greedy_decode
 from aiayn.evaluation import evaluation_mode
 from aiayn.model.attention import MultiHeadAttention
@@ -164,11 +164,6 @@ def export_graphs(model: Transformer, pad_id: int, folder: Path) -> None:
         )  # fmt: skip
 
 
-def sha256(path: Path) -> str:
-    """The hex digest of a file's bytes, as model.json records it."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def source_alphabet(task: Task) -> list[str]:
     """The tokens a source may hold: those the task's own rule takes as a source."""
     tokenizer = task.src_tokenizer
@@ -203,7 +198,7 @@ def model_description(
         "encoder_layers": config.encoder_layers,
         "decoder_layers": config.decoder_layers,
         "heads": config.h,
-        "sha256": {graph: sha256(folder / graph) for graph in GRAPHS},
+        "sha256": {graph: file_digest(folder / graph) for graph in GRAPHS},
     }
 
 
@@ -215,7 +210,7 @@ class ExportedModel:
 
         self.description = json.loads((folder / "model.json").read_text())
         for graph, digest in self.description["sha256"].items():
-            if sha256(folder / graph) != digest:
+            if file_digest(folder / graph) != digest:
                 raise ValueError(f"{folder / graph}: sha256 differs from model.json's")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = 1

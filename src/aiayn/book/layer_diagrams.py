@@ -5,7 +5,7 @@ and values of each attention named."""
 
 from matplotlib.axes import Axes
 
-from aiayn.book.architecture import _draw_stack
+from aiayn.book.architecture import draw_stack
 from aiayn.book.plots import draw_arrow
 
 # the sub-layers of a layer: (name, kind, whether it reads the encoder's output)
@@ -29,7 +29,7 @@ def draw_encoder_layer(ax: Axes, x: float, bottom: float) -> float:
     left into Add & Norm, in an 'N ×' frame. Returns the height of its output."""
     ax.text(x, bottom - 0.4, "source vectors (B, S, d_model)", **_LABEL)
     ax.plot([x, x], [bottom - 0.25, bottom], color="black", lw=1)
-    return _draw_stack(ax, x, ENCODER_SUBLAYERS, bottom=bottom, side=-1)
+    return draw_stack(ax, x, ENCODER_SUBLAYERS, bottom=bottom, side=-1)
 
 
 def draw_decoder_layer(
@@ -41,7 +41,7 @@ def draw_decoder_layer(
     network; residual paths on the right. Returns the height of its output."""
     ax.text(x, bottom - 0.4, "target, shifted right (B, T, d_model)", **_LABEL)
     ax.plot([x, x], [bottom - 0.25, bottom], color="black", lw=1)
-    return _draw_stack(ax, x, DECODER_SUBLAYERS, bottom=bottom, side=1, memory=memory)
+    return draw_stack(ax, x, DECODER_SUBLAYERS, bottom=bottom, side=1, memory=memory)
 
 
 def draw_layers(ax: Axes) -> Axes:
