@@ -141,6 +141,7 @@ class TrainingDefaults:
     average_last: int | None = None
     eval_every: int | None = None
     eval_size: int | None = None
+    target_exact_match: float | None = None
     encoder_layers: int | None = None
     decoder_layers: int | None = None
     max_positions: int | None = None

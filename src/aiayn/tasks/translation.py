@@ -213,8 +213,10 @@ def translation_scores(predictions: list[str], references: list[str]) -> dict:
 
 # The translation chapter's training, `python -m aiayn train --task en-de`'s defaults
 # (its batches are the task's, of at most max_tokens padded tokens a side): the
-# learning rate of Eq. (3) halved, one evaluation of the averaged snapshots at the end.
-# The toy model's shape (toy_model_config), unchanged.
+# learning rate of Eq. (3) halved; the averaged snapshots evaluated every 100 steps, and
+# training stopped at the first evaluation that translates 98% of the validation numbers
+# exactly (both pairs get there in about 700 steps; 1,200 at most). The toy model's
+# shape (toy_model_config), unchanged.
 TRAIN_DEFAULTS = TrainingDefaults(
     steps=1200,
     warmup_steps=200,
@@ -222,8 +224,9 @@ TRAIN_DEFAULTS = TrainingDefaults(
     # the mean of 5 snapshots 20 steps apart (the digit tasks' defaults: 10, 10 apart)
     snapshot_every=20,
     average_last=5,
-    eval_every=1200,
+    eval_every=100,
     eval_size=300,
+    target_exact_match=0.98,
 )
 
 TASKS = {
