@@ -50,7 +50,7 @@ MODEL_SRC := $(call python_files,$(BUILD)/.model-src-files,src/aiayn/model src/a
   src/aiayn/__init__.py src/aiayn/book/models.py)
 CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
 
-.PHONY: help setup book models sync test lint unit notebooks strict-book pdf browser chromium explorer \
+.PHONY: help setup book models sync test lint unit notebooks strict-book pdf browser chromium \
         portability lock clean
 
 help:
@@ -142,7 +142,7 @@ models: $(SETUP) $(BUILD)/.models-stamp
 # --- the book ----------------------------------------------------------------------------------
 # The chapters execute under nbval as for `make test` (both cores, the models trained
 # alongside), into the execution cache from which the build renders them.
-book: explorer $(NODE_MODULES)
+book: notebooks $(NODE_MODULES)
 	$(JB) build .
 	@echo "Open $(BUILD)/html/index.html"
 
@@ -155,7 +155,7 @@ PDF := $(BUILD)/html/aiayn.pdf
 ONE_PAGE := $(BUILD)/one-page
 ONE_PAGE_BUILD = $(JB) build . --builder singlehtml --path-output $(ONE_PAGE)
 PRINT_PDF = $(PY) tests/print_pdf.py $(ONE_PAGE)/_build/singlehtml $(PDF)
-pdf: $(SETUP) $(NODE_MODULES) explorer chromium
+pdf: $(SETUP) $(NODE_MODULES) notebooks chromium
 	$(ONE_PAGE_BUILD)
 	$(PRINT_PDF)
 
@@ -178,7 +178,7 @@ alongside = { $(2); } > $(3) 2>&1 & second=$$!; first=0; $(1) || first=$$?; \
   exit $$first
 PDF_CHECK := tests/browser/test_published.py::test_the_pdf_is_the_whole_book_numbered_like_the_html
 PAGES_CHECK = $(BROWSER_CHECK) tests/browser --deselect $(PDF_CHECK)
-test: lint unit explorer chromium $(NODE_MODULES)
+test: lint unit notebooks chromium $(NODE_MODULES)
 	$(call alongside,$(STRICT_BUILD),$(ONE_PAGE_BUILD),$(BUILD)/one-page.log)
 	$(call alongside,$(PAGES_CHECK),$(PRINT_PDF),$(BUILD)/pdf.log)
 	$(BROWSER_CHECK) $(PDF_CHECK)
@@ -219,25 +219,22 @@ EXECUTE := OMP_WAIT_POLICY=PASSIVE AIAYN_SITE= $(PY) -m pytest --nbval-lax --nbv
 # The outputs of the chapters that pass are stored in the book's execution cache
 # (tests/nbval_book_cache.py), from which the book build renders them; a chapter the cache
 # already holds with the same cells (executed since the last change under src/) is not run
-# again.
+# again. The same run exports the explorer's models (the book models of the cover and of
+# Looking inside, exported to ONNX and checked against PyTorch before they are written:
+# tests/train_book_models.py) into EXPLORER, from which the build copies them into the
+# site (book/_ext/explorer_assets.py).
+EXPLORER := $(BUILD)/explorer
 notebooks: $(SETUP) $(BUILD)/.src-stamp $(BUILD)/.models-stamp
 	rm -rf $(NBVAL)
 	$(PY) tests/to_notebooks.py $(NBVAL) $(CHAPTERS)
 	test "$$(ls $(NBVAL)/*.ipynb | wc -l)" -eq "$(words $(CHAPTERS))"
-	AIAYN_RUNS=$(abspath $(RUNS)) $(EXECUTE) -p tests.nbval_book_cache \
-	  --book-cache $(CACHE) $(NBVAL)
-
-# The explorer's models: the book models the chapters trained, exported to ONNX and checked
-# against PyTorch before they are written (python -m aiayn.book.explorer); the build copies
-# them into the site (book/_ext/explorer_assets.py).
-EXPLORER := $(BUILD)/explorer
-explorer: $(SETUP) notebooks
-	AIAYN_SITE= AIAYN_RUNS=$(abspath $(RUNS)) $(PY) -m aiayn.book.explorer $(EXPLORER)
+	AIAYN_RUNS=$(abspath $(RUNS)) AIAYN_EXPLORER=$(abspath $(EXPLORER)) $(EXECUTE) \
+	  -p tests.nbval_book_cache --book-cache $(CACHE) $(NBVAL)
 
 # Warnings are errors (-W), every reference must resolve (-n), failing cells raise;
 # --all rebuilds every page so that no warning hides behind an earlier build.
 STRICT_BUILD = $(JB) build . --all -W -n --keep-going
-strict-book: $(SETUP) $(NODE_MODULES) explorer
+strict-book: $(SETUP) $(NODE_MODULES) notebooks
 	$(STRICT_BUILD)
 
 # One process: two pytest-xdist workers took longer (each starts its own Chromium and
@@ -262,9 +259,11 @@ chromium:
 # its last bits, more after a longer run; another seed differs more. So the book models
 # are trained again with seed OTHER_SEED on the kernel path tests/other_kernels.py names
 # (ATEN_CPU_CAPABILITY), and every chapter that reads them runs against those models:
-# a claim that holds for one training run only fails here.
+# a claim that holds for one training run only fails here. The explorer's models are
+# exported from those models too, and checked against PyTorch (beside the book's own).
 portability: $(SETUP) $(BUILD)/.models-stamp
 	export AIAYN_BOOK_SEED=$(OTHER_SEED) AIAYN_RUNS=$(abspath $(OTHER_RUNS)) \
+	  AIAYN_EXPLORER=$(abspath $(BUILD)/explorer-other) \
 	  ATEN_CPU_CAPABILITY=$$($(PY) tests/other_kernels.py); \
 	echo "book models with seed $$AIAYN_BOOK_SEED on the $$ATEN_CPU_CAPABILITY path"; \
 	rm -rf $(BUILD)/nbval-other; \
