@@ -65,17 +65,20 @@ help:
 	@echo "make clean  remove $(BUILD) (keeps $(VENV))"
 
 # --- setup -------------------------------------------------------------------------------------
-# requirements.txt pins every package (make lock); pip byte-compiles them as it installs
-# (with PYTHONDONTWRITEBYTECODE set, as on CI machines, nothing else would: every process
-# would compile torch again). JupyterLab in .venv opens a chapter (.md)
+# requirements.txt pins every package (make lock); they are byte-compiled after the
+# install, on every core (pip alone compiles on one; with PYTHONDONTWRITEBYTECODE set, as
+# on CI machines, nothing else would: every process would compile torch again). A file
+# that does not compile is skipped, as pip skips it (torch ships some Python 3.12 syntax
+# in its tests). JupyterLab in .venv opens a chapter (.md)
 # as a notebook: the repository's .jupyter/labconfig setting (Binder reads it from the
 # repository, which it copies into the home folder) is copied into the environment.
 LAB_SETTING := .jupyter/labconfig/default_setting_overrides.json
 $(SETUP): requirements.txt pyproject.toml $(LAB_SETTING)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
-	  -r requirements.txt
+	$(PY) -m pip install --quiet --no-compile \
+	  $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r requirements.txt
+	$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 	$(PY) -m ipykernel install --sys-prefix --name aiayn --display-name "Python 3 (aiayn)" >/dev/null
 	install -D -m 644 $(LAB_SETTING) $(VENV)/etc/jupyter/labconfig/$(notdir $(LAB_SETTING))
 	touch $@
