@@ -68,7 +68,7 @@ class TrainConfig:
     lr_factor: float = 0.354
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
-    eval_every: int = 50
+    eval_every: int = 250
     eval_size: int = 1000
     # stop early once an evaluation reaches this exact match (1.0: at the first that
     # decodes every validation source right, which `steps` may then not need); None:
