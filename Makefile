@@ -213,11 +213,13 @@ unit: $(SETUP)
 # model still training waits for it. OMP_WAIT_POLICY=PASSIVE keeps the OpenMP threads of one
 # process from spinning on the core that the other one needs.
 # AIAYN_SITE empty: a chapter never downloads a book model from the published site; the
-# build trains the models it publishes.
+# build trains the models it publishes. Each chapter's kernel is forked from a process that
+# has imported ipykernel, torch and matplotlib (tests/warm_kernels.py): about 3 s of CPU
+# less a chapter.
 CHAPTER_SECONDS := $(BUILD)/chapter-seconds.json
 EXECUTE := OMP_WAIT_POLICY=PASSIVE AIAYN_SITE= $(PY) -m pytest --nbval-lax --nbval-current-env -n 2 \
   -p tests.notebook_durations -p tests.book_schedule --chapter-seconds $(CHAPTER_SECONDS) \
-  tests/train_book_models.py
+  -p tests.warm_kernels tests/train_book_models.py
 
 # The outputs of the chapters that pass are stored in the book's execution cache
 # (tests/nbval_book_cache.py), from which the book build renders them; a chapter the cache

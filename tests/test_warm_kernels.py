@@ -1,0 +1,140 @@
+"""A kernel forked by tests/warm_kernels.py behaves as a kernel started from scratch.
+
+It runs in the folder and with the environment jupyter_client gave it, draws its own
+random numbers, shows matplotlib's figures inline, stops a cell on an interrupt, and
+exits when it is shut down or when its launcher is killed.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from jupyter_client.kernelspec import KernelSpec
+from jupyter_client.manager import KernelManager
+
+WARM_KERNELS = Path(__file__).with_name("warm_kernels.py")
+SOCKET_VARIABLE = "AIAYN_KERNEL_ZYGOTE"
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory):
+    path = tmp_path_factory.mktemp("zygote") / "socket"
+    process = subprocess.Popen([sys.executable, WARM_KERNELS, "serve", path])
+    yield path
+    process.terminate()
+    assert process.wait(timeout=10) == 0
+
+
+def start_kernel(zygote, folder: Path) -> tuple[KernelManager, object]:
+    """A kernel started as nbval starts it, with the warm kernels' spec."""
+    manager = KernelManager()
+    manager._kernel_spec = KernelSpec(
+        argv=[sys.executable, str(WARM_KERNELS), "launch", "-f", "{connection_file}"],
+        language="python",
+        display_name="warm",
+    )
+    manager.start_kernel(
+        cwd=str(folder),
+        env=os.environ | {SOCKET_VARIABLE: str(zygote), "AIAYN_PROBE": "set"},
+    )
+    client = manager.client()
+    client.start_channels()
+    client.wait_for_ready(timeout=60)
+    return manager, client
+
+
+def run(client, code: str, timeout: float = 30) -> list[dict]:
+    """Run a cell; the messages it sent on iopub, up to the kernel going idle."""
+    msg_id = client.execute(code)
+    messages = []
+    while True:
+        message = client.get_iopub_msg(timeout=timeout)
+        if message["parent_header"].get("msg_id") != msg_id:
+            continue
+        if message["msg_type"] != "status":
+            messages.append(message)
+        elif message["content"]["execution_state"] == "idle":
+            return messages
+
+
+def printed(messages: list[dict]) -> str:
+    """What a cell printed."""
+    return "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+
+
+def test_a_warm_kernel_is_a_kernel_of_its_folder_and_environment(zygote, tmp_path):
+    manager, client = start_kernel(zygote, tmp_path)
+    try:
+        cell = "import os, sys; print(os.getcwd(), os.environ['AIAYN_PROBE'])"
+        assert printed(run(client, cell)).split() == [str(tmp_path), "set"]
+        # the zygote's imports are done; the folder of warm_kernels.py is not a path
+        cell = (
+            f"print('torch' in sys.modules, {str(WARM_KERNELS.parent)!r} in sys.path)"
+        )
+        assert printed(run(client, cell)).split() == ["True", "False"]
+        figure = run(
+            client, "import matplotlib.pyplot as plt; plt.plot([1, 2]); plt.show()"
+        )
+        assert any("image/png" in m["content"].get("data", {}) for m in figure)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=False)
+    assert not manager.is_alive()
+
+
+def test_two_warm_kernels_draw_different_random_numbers(zygote, tmp_path):
+    draws = []
+    for _ in range(2):
+        manager, client = start_kernel(zygote, tmp_path)
+        try:
+            draws.append(
+                printed(
+                    run(
+                        client,
+                        "import random, numpy; "
+                        "print(random.random(), "
+                        "numpy.random.rand())",
+                    )
+                )
+            )
+        finally:
+            client.stop_channels()
+            manager.shutdown_kernel(now=True)
+    assert draws[0] != draws[1]
+
+
+def test_an_interrupt_stops_the_cell_and_the_kernel_goes_on(zygote, tmp_path):
+    manager, client = start_kernel(zygote, tmp_path)
+    try:
+        msg_id = client.execute("import time; time.sleep(60)")
+        time.sleep(1.0)
+        manager.interrupt_kernel()
+        reply = client.get_shell_msg(timeout=20)
+        assert reply["parent_header"]["msg_id"] == msg_id
+        assert reply["content"]["ename"] == "KeyboardInterrupt"
+        assert printed(run(client, "print(6 * 7)")).strip() == "42"
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def test_a_killed_launcher_takes_its_kernel_with_it(zygote, tmp_path):
+    manager, client = start_kernel(zygote, tmp_path)
+    kernel = int(printed(run(client, "import os; print(os.getpid())")))
+    client.stop_channels()
+    launcher = manager.provisioner.process
+    launcher.send_signal(signal.SIGKILL)
+    launcher.wait(timeout=10)
+    for _ in range(100):
+        try:
+            os.kill(kernel, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"kernel {kernel} still runs after its launcher was killed")
+    manager.cleanup_resources()

@@ -1,0 +1,210 @@
+"""Chapter kernels that start warm: forked from a process that imported their libraries.
+
+A chapter's kernel spends about 3 s of CPU before its first cell, importing ipykernel,
+torch and matplotlib: with 41 chapters, about a third of the chapters' whole run. As a
+pytest plugin (``-p tests.warm_kernels``), this starts one process per pytest process
+that runs notebooks, the *zygote*, which imports those libraries once and then forks a
+kernel for every notebook that nbval opens. The kernel is the same IPython kernel a
+reader's JupyterLab starts (``ipykernel_launcher``), in the notebook's folder, with the
+environment, arguments and standard streams nbval gave it; only its imports are done.
+
+How a kernel is started (nbval asks jupyter_client, which starts the kernel spec's
+command, here ``python warm_kernels.py launch -f CONNECTION_FILE``):
+
+1. the *launcher* connects to the zygote's socket and sends its arguments, folder and
+   environment, and its standard streams (file descriptors);
+2. the zygote forks: the child takes them over, starts a session of its own and
+   becomes the kernel; the zygote sends the launcher the kernel's process id;
+3. the launcher stands in for the kernel towards jupyter_client: it passes on every
+   signal it gets (an interrupt, a termination) to the kernel's process group, and exits
+   when the kernel exits (the kernel holds the connection open while it lives); if the
+   launcher is killed, the kernel sees the connection close and exits too.
+
+The zygote imports no module of the book's library (``aiayn`` reads the environment
+when imported); it sets ``MPLBACKEND`` as ipykernel would, before importing matplotlib.
+Each kernel draws fresh seeds for Python's and NumPy's global random generators, as a
+new process would.
+"""
+
+import json
+import os
+import signal
+import socket
+import sys
+
+# ipykernel's own choice of matplotlib backend, made before matplotlib is imported
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+SOCKET_VARIABLE = "AIAYN_KERNEL_ZYGOTE"  # where a launcher finds the zygote
+STREAMS = (0, 1, 2)  # stdin, stdout, stderr
+
+
+# --- the plugin -----------------------------------------------------------------------
+
+
+def pytest_configure(config):
+    """In a process that runs notebooks (an xdist worker, or pytest without xdist),
+    start the zygote and have nbval's kernels started through it."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(
+        config, "workerinput"
+    ):
+        return  # the xdist controller: its workers run the notebooks
+    import subprocess
+    import tempfile
+
+    from nbval import kernel
+
+    folder = tempfile.mkdtemp(prefix="aiayn-kernels-")
+    path = os.path.join(folder, "zygote")
+    os.environ[SOCKET_VARIABLE] = path
+    config._warm_kernels = subprocess.Popen(
+        [sys.executable, __file__, "serve", path], stdin=subprocess.DEVNULL
+    )
+    plain_spec = kernel.NbvalKernelspecManager.get_kernel_spec
+
+    def get_kernel_spec(manager, kernel_name):
+        spec = plain_spec(manager, kernel_name)
+        if kernel_name == kernel.CURRENT_ENV_KERNEL_NAME:
+            # [python, -m, ipykernel_launcher, -f, {connection_file}]
+            assert spec.argv[1:3] == ["-m", "ipykernel_launcher"], spec.argv
+            spec.argv = [sys.executable, __file__, "launch", *spec.argv[3:]]
+        return spec
+
+    kernel.NbvalKernelspecManager.get_kernel_spec = get_kernel_spec
+
+
+def pytest_unconfigure(config):
+    zygote = getattr(config, "_warm_kernels", None)
+    if zygote is not None:
+        import shutil
+
+        zygote.terminate()
+        zygote.wait()
+        shutil.rmtree(os.path.dirname(os.environ[SOCKET_VARIABLE]))
+
+
+# --- the zygote -----------------------------------------------------------------------
+
+
+def serve(path: str) -> None:
+    """Import what every kernel imports, then fork a kernel for each launcher."""
+    parent = os.getppid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(8)
+    os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
+    import ipykernel.kernelapp  # noqa: F401
+    import matplotlib.pyplot  # noqa: F401
+    import numpy  # noqa: F401
+    import torch  # noqa: F401
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the system reaps the kernels
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    listener.settimeout(1.0)
+    while os.getppid() == parent:  # ends with the pytest process that started it
+        try:
+            connection, _ = listener.accept()
+        except TimeoutError:
+            continue
+        connection.settimeout(None)
+        request, streams = receive_request(connection)
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            become_kernel(connection, request, streams)
+        for stream in streams:
+            os.close(stream)
+        connection.sendall(f"{pid}\n".encode())
+        connection.close()
+
+
+def receive_request(connection: socket.socket) -> tuple[dict, list[int]]:
+    """A launcher's request (one line of JSON) and the streams sent with it."""
+    data, streams, _, _ = socket.recv_fds(connection, 1 << 16, len(STREAMS))
+    while not data.endswith(b"\n"):
+        more = connection.recv(1 << 16)
+        if not more:
+            raise ConnectionError("a launcher closed its connection mid-request")
+        data += more
+    return json.loads(data), streams
+
+
+def become_kernel(connection: socket.socket, request: dict, streams: list[int]):
+    """In the forked child: take over the launcher's streams, folder, environment and
+    arguments, and run the IPython kernel as ``python -m ipykernel_launcher`` would."""
+    import random
+    import threading
+
+    import numpy
+    from ipykernel import kernelapp
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.setsid()  # a process group of its own: an interrupt reaches it and its children
+    for target, stream in zip(STREAMS, streams, strict=True):
+        os.dup2(stream, target)
+        os.close(stream)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = [kernelapp.__file__, *request["argv"]]
+    del sys.path[0]  # this file's folder; ipykernel_launcher removes its own
+    random.seed()
+    numpy.random.seed()
+    threading.Thread(target=exit_with_launcher, args=(connection,), daemon=True).start()
+    code = 0
+    try:
+        kernelapp.launch_new_instance()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def exit_with_launcher(connection: socket.socket) -> None:
+    """The launcher never writes after its request: end of data means it is gone."""
+    while connection.recv(1):
+        pass
+    os._exit(1)
+
+
+# --- the launcher ---------------------------------------------------------------------
+
+
+def launch(arguments: list[str]) -> None:
+    """Have the zygote fork a kernel with these arguments; stand in for it until it
+    exits."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(os.environ[SOCKET_VARIABLE])
+    request = {"argv": arguments, "cwd": os.getcwd(), "env": dict(os.environ)}
+    message = json.dumps(request).encode() + b"\n"
+    socket.send_fds(connection, [message], list(STREAMS))
+    reply = b""
+    while not reply.endswith(b"\n"):
+        more = connection.recv(64)
+        if not more:
+            sys.exit("the kernel zygote closed the connection before starting a kernel")
+        reply += more
+    kernel = int(reply)
+
+    def pass_on(signum, _frame):
+        try:
+            os.killpg(kernel, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signum, pass_on)
+    while connection.recv(64):  # returns b"" when the kernel has exited
+        pass
+
+
+if __name__ == "__main__":
+    command, *rest = sys.argv[1:]
+    if command == "serve":
+        serve(*rest)
+    elif command == "launch":
+        launch(rest)
+    else:
+        sys.exit(f"unknown command {command!r}: serve PATH or launch ARGUMENTS")
