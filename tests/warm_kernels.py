@@ -1,12 +1,13 @@
 """Chapter kernels that start warm: forked from a process that imported their libraries.
 
-A chapter's kernel spends about 3 s of CPU before its first cell, importing ipykernel,
-torch and matplotlib: with 41 chapters, about a third of the chapters' whole run. As a
-pytest plugin (``-p tests.warm_kernels``), this starts one process per pytest process
-that runs notebooks, the *zygote*, which imports those libraries once and then forks a
-kernel for every notebook that nbval opens. The kernel is the same IPython kernel a
-reader's JupyterLab starts (``ipykernel_launcher``), in the notebook's folder, with the
-environment, arguments and standard streams nbval gave it; only its imports are done.
+A chapter's kernel spends seconds of CPU before its first cell, importing ipykernel,
+torch and matplotlib, and the book has dozens of chapters. As a pytest plugin
+(``-p tests.warm_kernels``), this starts one process for the whole pytest run (in the
+process that is not an xdist worker; the workers share it), the *zygote*, which imports
+those libraries once and then forks a kernel for every notebook that nbval opens. The
+kernel is the same IPython kernel a reader's JupyterLab starts (``ipykernel_launcher``),
+in the notebook's folder, with the environment, arguments and standard streams that
+nbval gave it; only its imports are done.
 
 How a kernel is started (nbval asks jupyter_client, which starts the kernel spec's
 command, here ``python warm_kernels.py launch -f CONNECTION_FILE``):
@@ -42,23 +43,21 @@ STREAMS = (0, 1, 2)  # stdin, stdout, stderr
 
 
 def pytest_configure(config):
-    """In a process that runs notebooks (an xdist worker, or pytest without xdist),
-    start the zygote and have nbval's kernels started through it."""
-    if getattr(config.option, "numprocesses", None) and not hasattr(
-        config, "workerinput"
-    ):
-        return  # the xdist controller: its workers run the notebooks
-    import subprocess
-    import tempfile
-
+    """Start the zygote in the pytest process that is not an xdist worker (its workers
+    inherit its environment, and with it the zygote's address); in every process, have
+    nbval's kernels started through it."""
     from nbval import kernel
 
-    folder = tempfile.mkdtemp(prefix="aiayn-kernels-")
-    path = os.path.join(folder, "zygote")
-    os.environ[SOCKET_VARIABLE] = path
-    config._warm_kernels = subprocess.Popen(
-        [sys.executable, __file__, "serve", path], stdin=subprocess.DEVNULL
-    )
+    if not hasattr(config, "workerinput"):
+        import subprocess
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="aiayn-kernels-")
+        os.environ[SOCKET_VARIABLE] = os.path.join(folder, "zygote")
+        config._warm_kernels = subprocess.Popen(
+            [sys.executable, __file__, "serve", os.environ[SOCKET_VARIABLE]],
+            stdin=subprocess.DEVNULL,
+        )
     plain_spec = kernel.NbvalKernelspecManager.get_kernel_spec
 
     def get_kernel_spec(manager, kernel_name):
