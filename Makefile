@@ -6,6 +6,8 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
+# Python keeps the bytecode of what it imports (see SETUP below)
+unexport PYTHONDONTWRITEBYTECODE
 
 # An index pip also reads for torch: on a stock Linux machine `torch==2.13.0` is the
 # CUDA build (gigabytes); `make book TORCH_INDEX=https://download.pytorch.org/whl/cpu`
@@ -65,11 +67,11 @@ help:
 	@echo "make clean  remove $(BUILD) (keeps $(VENV))"
 
 # --- setup -------------------------------------------------------------------------------------
-# requirements.txt pins every package (make lock); they are byte-compiled after the
-# install, on every core (pip alone compiles on one; with PYTHONDONTWRITEBYTECODE set, as
-# on CI machines, nothing else would: every process would compile torch again). A file
-# that does not compile is skipped, as pip skips it (torch ships some Python 3.12 syntax
-# in its tests). JupyterLab in .venv opens a chapter (.md)
+# requirements.txt pins every package (make lock); pip does not byte-compile them (on one
+# core, every file of torch): Python compiles a module the first time it is imported and
+# keeps its bytecode, for the fraction of the environment's files that is ever imported. Where
+# PYTHONDONTWRITEBYTECODE is set (as on some CI machines) it would compile them again in
+# every process: make's commands run without it. JupyterLab in .venv opens a chapter (.md)
 # as a notebook: the repository's .jupyter/labconfig setting (Binder reads it from the
 # repository, which it copies into the home folder) is copied into the environment.
 LAB_SETTING := .jupyter/labconfig/default_setting_overrides.json
@@ -78,7 +80,6 @@ $(SETUP): requirements.txt pyproject.toml $(LAB_SETTING)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --no-compile \
 	  $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) -r requirements.txt
-	$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
 	$(PY) -m ipykernel install --sys-prefix --name aiayn --display-name "Python 3 (aiayn)" >/dev/null
 	install -D -m 644 $(LAB_SETTING) $(VENV)/etc/jupyter/labconfig/$(notdir $(LAB_SETTING))
 	touch $@
