@@ -2,7 +2,8 @@
 
 It runs in the folder and with the environment jupyter_client gave it, draws its own
 random numbers, shows matplotlib's figures inline, stops a cell on an interrupt, and
-exits when it is shut down or when its launcher is killed.
+exits when it is shut down or when its launcher is killed. Where no zygote listens, the
+launcher starts a kernel from scratch instead.
 """
 
 import os
@@ -84,6 +85,16 @@ def test_a_warm_kernel_is_a_kernel_of_its_folder_and_environment(zygote, tmp_pat
         client.stop_channels()
         manager.shutdown_kernel(now=False)
     assert not manager.is_alive()
+
+
+def test_without_a_zygote_the_kernel_starts_from_scratch(tmp_path):
+    manager, client = start_kernel(tmp_path / "nobody-listens", tmp_path)
+    try:
+        cell = "import sys; print('torch' in sys.modules)"
+        assert printed(run(client, cell)).strip() == "False"  # nothing imported for it
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
 
 
 def test_two_warm_kernels_draw_different_random_numbers(zygote, tmp_path):

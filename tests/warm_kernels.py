@@ -21,6 +21,9 @@ command, here ``python warm_kernels.py launch -f CONNECTION_FILE``):
    when the kernel exits (the kernel holds the connection open while it lives); if the
    launcher is killed, the kernel sees the connection close and exits too.
 
+Where no zygote listens (it failed to start), the launcher becomes a kernel started from
+scratch: slower, not wrong.
+
 The zygote imports no module of the book's library (``aiayn`` reads the environment
 when imported); it sets ``MPLBACKEND`` as ipykernel would, before importing matplotlib.
 Each kernel draws fresh seeds for Python's and NumPy's global random generators, as a
@@ -173,9 +176,14 @@ def exit_with_launcher(connection: socket.socket) -> None:
 
 def launch(arguments: list[str]) -> None:
     """Have the zygote fork a kernel with these arguments; stand in for it until it
-    exits."""
+    exits. Without a zygote listening, become a kernel started from scratch."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    connection.connect(os.environ[SOCKET_VARIABLE])
+    try:
+        connection.connect(os.environ[SOCKET_VARIABLE])
+    except (KeyError, OSError) as why:
+        print(f"no kernel zygote ({why!r}): a cold kernel", file=sys.stderr)
+        python = [sys.executable, "-m", "ipykernel_launcher"]
+        os.execv(sys.executable, [*python, *arguments])
     request = {"argv": arguments, "cwd": os.getcwd(), "env": dict(os.environ)}
     message = json.dumps(request).encode() + b"\n"
     socket.send_fds(connection, [message], list(STREAMS))
