@@ -52,15 +52,11 @@ def pytest_configure(config):
     from nbval import kernel
 
     if not hasattr(config, "workerinput"):
-        import subprocess
         import tempfile
 
         folder = tempfile.mkdtemp(prefix="aiayn-kernels-")
         os.environ[SOCKET_VARIABLE] = os.path.join(folder, "zygote")
-        config._warm_kernels = subprocess.Popen(
-            [sys.executable, __file__, "serve", os.environ[SOCKET_VARIABLE]],
-            stdin=subprocess.DEVNULL,
-        )
+        config._warm_kernels = start_zygote(os.environ[SOCKET_VARIABLE])
     plain_spec = kernel.NbvalKernelspecManager.get_kernel_spec
 
     def get_kernel_spec(manager, kernel_name):
@@ -87,12 +83,28 @@ def pytest_unconfigure(config):
 # --- the zygote -----------------------------------------------------------------------
 
 
-def serve(path: str) -> None:
-    """Import what every kernel imports, then fork a kernel for each launcher."""
-    parent = os.getppid()
+def start_zygote(path: str):
+    """Start the zygote, listening at ``path``: a subprocess.Popen. The socket listens
+    before this returns, so that a launcher never finds it missing; the zygote accepts
+    its connections once its imports are done."""
+    import subprocess
+
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(8)
+    with listener:
+        command = [sys.executable, __file__, "serve", str(listener.fileno())]
+        return subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, pass_fds=[listener.fileno()]
+        )
+
+
+def serve(listening: str) -> None:
+    """Import what every kernel imports, then fork a kernel for each launcher that
+    connects to the socket ``listening`` (a file descriptor)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    parent = os.getppid()
+    listener = socket.socket(fileno=int(listening))
     os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
     import ipykernel.kernelapp  # noqa: F401
     import matplotlib.pyplot  # noqa: F401
@@ -100,7 +112,6 @@ def serve(path: str) -> None:
     import torch  # noqa: F401
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the system reaps the kernels
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     listener.settimeout(1.0)
     while os.getppid() == parent:  # ends with the pytest process that started it
         try:
@@ -149,6 +160,8 @@ def become_kernel(connection: socket.socket, request: dict, streams: list[int]):
     os.environ.clear()
     os.environ.update(request["env"])
     sys.argv = [kernelapp.__file__, *request["argv"]]
+    if "JPY_PARENT_PID" in os.environ:  # read by ipykernel when the zygote imported it
+        sys.argv.append(f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}")
     del sys.path[0]  # this file's folder; ipykernel_launcher removes its own
     random.seed()
     numpy.random.seed()
