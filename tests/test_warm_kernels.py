@@ -2,12 +2,14 @@
 
 It runs in the folder and with the environment jupyter_client gave it, draws its own
 random numbers, shows matplotlib's figures inline, stops a cell on an interrupt, and
-exits when it is shut down or when its launcher is killed. Where no zygote listens, the
-launcher starts a kernel from scratch instead.
+exits when it is shut down or when its launcher is killed (its children too). Where no
+zygote listens, the launcher starts a kernel from scratch instead; a broken request does
+not end the zygote.
 """
 
 import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -135,19 +137,43 @@ def test_an_interrupt_stops_the_cell_and_the_kernel_goes_on(zygote, tmp_path):
         manager.shutdown_kernel(now=True)
 
 
-def test_a_killed_launcher_takes_its_kernel_with_it(zygote, tmp_path):
+def test_a_killed_launcher_takes_its_kernel_and_its_children_with_it(zygote, tmp_path):
     manager, client = start_kernel(zygote, tmp_path)
-    kernel = int(printed(run(client, "import os; print(os.getpid())")))
+    cell = "import os, subprocess; child = subprocess.Popen(['sleep', '60']); "
+    cell += "print(os.getpid(), child.pid)"
+    processes = [int(pid) for pid in printed(run(client, cell)).split()]
     client.stop_channels()
     launcher = manager.provisioner.process
-    launcher.send_signal(signal.SIGKILL)
+    launcher.send_signal(signal.SIGKILL)  # as shutdown_kernel(now=True) ends it
     launcher.wait(timeout=10)
     for _ in range(100):
-        try:
-            os.kill(kernel, 0)
-        except ProcessLookupError:
+        if not any(is_running(pid) for pid in processes):
             break
         time.sleep(0.1)
     else:
-        pytest.fail(f"kernel {kernel} still runs after its launcher was killed")
+        pytest.fail(f"kernel and child {processes} run after their launcher was killed")
     manager.cleanup_resources()
+
+
+def is_running(pid: int) -> bool:
+    """Whether the process runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_broken_request_does_not_end_the_zygote(zygote, tmp_path):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as bad:
+        bad.connect(str(zygote))
+        bad.sendall(b"not a request\n")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:
+        gone.connect(str(zygote))  # and closed before sending anything
+    manager, client = start_kernel(zygote, tmp_path)
+    try:
+        cell = "import sys; print('torch' in sys.modules)"
+        assert printed(run(client, cell)).strip() == "True"  # a warm kernel still
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)

@@ -14,20 +14,25 @@ command, here ``python warm_kernels.py launch -f CONNECTION_FILE``):
 
 1. the *launcher* connects to the zygote's socket and sends its arguments, folder and
    environment, and its standard streams (file descriptors);
-2. the zygote forks: the child takes them over, starts a session of its own and
-   becomes the kernel; the zygote sends the launcher the kernel's process id;
+2. the zygote forks: the child starts a session of its own, sends the launcher its
+   process id, takes the rest over and becomes the kernel;
 3. the launcher stands in for the kernel towards jupyter_client: it passes on every
-   signal it gets (an interrupt, a termination) to the kernel's process group, and exits
-   when the kernel exits (the kernel holds the connection open while it lives); if the
-   launcher is killed, the kernel sees the connection close and exits too.
+   signal it can catch (an interrupt, a termination) to the kernel's process group, and
+   exits when the kernel exits (the kernel holds the connection open while it lives). If
+   the launcher is killed, the kernel sees the connection close and kills its process
+   group, as the kill would have if it had reached them; if the pytest process that
+   started the launcher ends, the launcher kills them too.
 
 Where no zygote listens (it failed to start), the launcher becomes a kernel started from
-scratch: slower, not wrong.
+scratch: slower, not wrong. A launcher that fails midway costs the zygote nothing.
 
 The zygote imports no module of the book's library (``aiayn`` reads the environment
 when imported); it sets ``MPLBACKEND`` as ipykernel would, before importing matplotlib.
 Each kernel draws fresh seeds for Python's and NumPy's global random generators, as a
-new process would.
+new process would. What the zygote's libraries read when they were imported stays the
+zygote's: variables such as ``OMP_NUM_THREADS`` and ``PYTHONHASHSEED`` (one hash seed
+for every kernel), matplotlib's settings files. The zygote runs with the pytest run's
+environment, which nbval passes on to its kernels unchanged.
 """
 
 import json
@@ -40,6 +45,7 @@ import sys
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 SOCKET_VARIABLE = "AIAYN_KERNEL_ZYGOTE"  # where a launcher finds the zygote
 STREAMS = (0, 1, 2)  # stdin, stdout, stderr
+HANDSHAKE_SECONDS = 30.0  # the most a launcher's request may take to arrive
 
 
 # --- the plugin -----------------------------------------------------------------------
@@ -55,8 +61,13 @@ def pytest_configure(config):
         import tempfile
 
         folder = tempfile.mkdtemp(prefix="aiayn-kernels-")
-        os.environ[SOCKET_VARIABLE] = os.path.join(folder, "zygote")
-        config._warm_kernels = start_zygote(os.environ[SOCKET_VARIABLE])
+        path = os.path.join(folder, "zygote")
+        try:
+            config._warm_kernels = start_zygote(path)
+        except OSError as why:  # a socket path too long, say: cold kernels
+            print(f"warm kernels: no zygote ({why}), cold kernels", file=sys.stderr)
+        else:
+            os.environ[SOCKET_VARIABLE] = path
     plain_spec = kernel.NbvalKernelspecManager.get_kernel_spec
 
     def get_kernel_spec(manager, kernel_name):
@@ -74,9 +85,14 @@ def pytest_unconfigure(config):
     zygote = getattr(config, "_warm_kernels", None)
     if zygote is not None:
         import shutil
+        import subprocess
 
         zygote.terminate()
-        zygote.wait()
+        try:
+            zygote.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            zygote.kill()
+            zygote.wait()
         shutil.rmtree(os.path.dirname(os.environ[SOCKET_VARIABLE]))
 
 
@@ -89,10 +105,9 @@ def start_zygote(path: str):
     its connections once its imports are done."""
     import subprocess
 
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(8)
-    with listener:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(path)
+        listener.listen(8)
         command = [sys.executable, __file__, "serve", str(listener.fileno())]
         return subprocess.Popen(
             command, stdin=subprocess.DEVNULL, pass_fds=[listener.fileno()]
@@ -118,34 +133,45 @@ def serve(listening: str) -> None:
             connection, _ = listener.accept()
         except TimeoutError:
             continue
-        connection.settimeout(None)
-        request, streams = receive_request(connection)
-        pid = os.fork()
-        if pid == 0:
-            listener.close()
-            become_kernel(connection, request, streams)
-        for stream in streams:
-            os.close(stream)
-        connection.sendall(f"{pid}\n".encode())
-        connection.close()
+        with connection:
+            connection.settimeout(HANDSHAKE_SECONDS)  # a stalled launcher: the next one
+            try:
+                request, streams = receive_request(connection)
+            except (OSError, ValueError):  # the launcher died, or is not one
+                continue
+            if os.fork() == 0:
+                listener.close()
+                become_kernel(connection, request, streams)
+            for stream in streams:
+                os.close(stream)
 
 
 def receive_request(connection: socket.socket) -> tuple[dict, list[int]]:
     """A launcher's request (one line of JSON) and the streams sent with it."""
     data, streams, _, _ = socket.recv_fds(connection, 1 << 16, len(STREAMS))
-    while not data.endswith(b"\n"):
-        more = connection.recv(1 << 16)
-        if not more:
-            raise ConnectionError("a launcher closed its connection mid-request")
-        data += more
-    return json.loads(data), streams
+    try:
+        while not data.endswith(b"\n"):
+            more = connection.recv(1 << 16)
+            if not more:
+                raise ConnectionError("a launcher closed its connection mid-request")
+            data += more
+        request = json.loads(data)
+        if len(streams) != len(STREAMS):
+            raise ValueError(f"{len(streams)} streams sent, not {len(STREAMS)}")
+    except (OSError, ValueError):
+        for stream in streams:
+            os.close(stream)
+        raise
+    return request, streams
 
 
 def become_kernel(connection: socket.socket, request: dict, streams: list[int]):
     """In the forked child: take over the launcher's streams, folder, environment and
-    arguments, and run the IPython kernel as ``python -m ipykernel_launcher`` would."""
+    arguments, and run the IPython kernel as ``python -m ipykernel_launcher`` would;
+    exit as that process would when the kernel ends."""
     import random
     import threading
+    from importlib.util import find_spec
 
     import numpy
     from ipykernel import kernelapp
@@ -153,35 +179,33 @@ def become_kernel(connection: socket.socket, request: dict, streams: list[int]):
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.setsid()  # a process group of its own: an interrupt reaches it and its children
+    connection.settimeout(None)
+    connection.sendall(f"{os.getpid()}\n".encode())  # the group exists: signal it
     for target, stream in zip(STREAMS, streams, strict=True):
         os.dup2(stream, target)
         os.close(stream)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    sys.argv = [kernelapp.__file__, *request["argv"]]
-    if "JPY_PARENT_PID" in os.environ:  # read by ipykernel when the zygote imported it
+    sys.argv = [find_spec("ipykernel_launcher").origin, *request["argv"]]
+    if "JPY_PARENT_PID" in os.environ:
+        # read by ipykernel when the zygote imported it, unset then: the kernel's own
+        # (ipykernel then logs as under jupyter_client, and exits if orphaned)
         sys.argv.append(f"--IPKernelApp.parent_handle={os.environ['JPY_PARENT_PID']}")
     del sys.path[0]  # this file's folder; ipykernel_launcher removes its own
     random.seed()
     numpy.random.seed()
     threading.Thread(target=exit_with_launcher, args=(connection,), daemon=True).start()
-    code = 0
-    try:
-        kernelapp.launch_new_instance()
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    kernelapp.launch_new_instance()
+    sys.exit()
 
 
 def exit_with_launcher(connection: socket.socket) -> None:
-    """The launcher never writes after its request: end of data means it is gone."""
+    """The launcher never writes after its request: end of data means it is gone,
+    killed; the kill is carried on to the kernel's process group."""
     while connection.recv(1):
         pass
-    os._exit(1)
+    os.killpg(0, signal.SIGKILL)
 
 
 # --- the launcher ---------------------------------------------------------------------
@@ -216,8 +240,16 @@ def launch(arguments: list[str]) -> None:
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(signum, pass_on)
-    while connection.recv(64):  # returns b"" when the kernel has exited
-        pass
+    parent = os.getppid()
+    connection.settimeout(1.0)
+    while True:
+        try:
+            if not connection.recv(64):  # b"": the kernel has exited
+                return
+        except TimeoutError:
+            if os.getppid() != parent:  # the pytest process is gone: so is the kernel
+                pass_on(signal.SIGKILL, None)
+                return
 
 
 if __name__ == "__main__":
