@@ -22,6 +22,7 @@ from tests import warm_kernels
 
 WARM_KERNELS = Path(warm_kernels.__file__)
 ZYGOTE = warm_kernels.SOCKET_VARIABLE  # the variable a launcher reads
+IMPORTED_TORCH = "import sys; print('torch' in sys.modules)"  # a cell: True if warm
 
 
 @pytest.fixture(scope="module")
@@ -90,35 +91,24 @@ def test_a_warm_kernel_is_a_kernel_of_its_folder_and_environment(zygote, tmp_pat
     assert not manager.is_alive()
 
 
-def test_without_a_zygote_the_kernel_starts_from_scratch(tmp_path):
-    manager, client = start_kernel(tmp_path / "nobody-listens", tmp_path)
+def one_cell(zygote, folder: Path, cell: str) -> str:
+    """What a cell printed in a kernel started for it alone."""
+    manager, client = start_kernel(zygote, folder)
     try:
-        cell = "import sys; print('torch' in sys.modules)"
-        assert printed(run(client, cell)).strip() == "False"  # nothing imported for it
+        return printed(run(client, cell))
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
 
 
+def test_without_a_zygote_the_kernel_starts_from_scratch(tmp_path):
+    nobody_listens = tmp_path / "no-zygote"
+    assert one_cell(nobody_listens, tmp_path, IMPORTED_TORCH).strip() == "False"
+
+
 def test_two_warm_kernels_draw_different_random_numbers(zygote, tmp_path):
-    draws = []
-    for _ in range(2):
-        manager, client = start_kernel(zygote, tmp_path)
-        try:
-            draws.append(
-                printed(
-                    run(
-                        client,
-                        "import random, numpy; "
-                        "print(random.random(), "
-                        "numpy.random.rand())",
-                    )
-                )
-            )
-        finally:
-            client.stop_channels()
-            manager.shutdown_kernel(now=True)
-    assert draws[0] != draws[1]
+    cell = "import random, numpy; print(random.random(), numpy.random.rand())"
+    assert one_cell(zygote, tmp_path, cell) != one_cell(zygote, tmp_path, cell)
 
 
 def test_an_interrupt_stops_the_cell_and_the_kernel_goes_on(zygote, tmp_path):
@@ -170,10 +160,4 @@ def test_a_broken_request_does_not_end_the_zygote(zygote, tmp_path):
         bad.sendall(b"not a request\n")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:
         gone.connect(str(zygote))  # and closed before sending anything
-    manager, client = start_kernel(zygote, tmp_path)
-    try:
-        cell = "import sys; print('torch' in sys.modules)"
-        assert printed(run(client, cell)).strip() == "True"  # a warm kernel still
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    assert one_cell(zygote, tmp_path, IMPORTED_TORCH).strip() == "True"  # still warm
