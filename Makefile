@@ -69,7 +69,7 @@ help:
 # --- setup -------------------------------------------------------------------------------------
 # requirements.txt pins every package (make lock); pip does not byte-compile them (on one
 # core, every file of torch): Python compiles a module the first time it is imported and
-# keeps its bytecode, for the fraction of the environment's files that is ever imported. Where
+# keeps its bytecode, for the part of the environment that is ever imported. Where
 # PYTHONDONTWRITEBYTECODE is set (as on some CI machines) it would compile them again in
 # every process: make's commands run without it. JupyterLab in .venv opens a chapter (.md)
 # as a notebook: the repository's .jupyter/labconfig setting (Binder reads it from the
@@ -215,8 +215,8 @@ unit: $(SETUP)
 # process from spinning on the core that the other one needs.
 # AIAYN_SITE empty: a chapter never downloads a book model from the published site; the
 # build trains the models it publishes. Each chapter's kernel is forked from a process that
-# has imported ipykernel, torch and matplotlib (tests/warm_kernels.py): about 3 s of CPU
-# less a chapter.
+# has imported ipykernel, torch and matplotlib (tests/warm_kernels.py), instead of
+# importing them again.
 CHAPTER_SECONDS := $(BUILD)/chapter-seconds.json
 EXECUTE := OMP_WAIT_POLICY=PASSIVE AIAYN_SITE= $(PY) -m pytest --nbval-lax --nbval-current-env -n 2 \
   -p tests.notebook_durations -p tests.book_schedule --chapter-seconds $(CHAPTER_SECONDS) \

@@ -66,6 +66,7 @@ def pytest_configure(config):
             config._warm_kernels = start_zygote(path)
         except OSError as why:  # a socket path too long, say: cold kernels
             print(f"warm kernels: no zygote ({why}), cold kernels", file=sys.stderr)
+            os.rmdir(folder)
         else:
             os.environ[SOCKET_VARIABLE] = path
     plain_spec = kernel.NbvalKernelspecManager.get_kernel_spec
