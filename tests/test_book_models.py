@@ -9,6 +9,7 @@ import pytest
 from aiayn.book import models as book_models
 from aiayn.train import loop as training
 from aiayn.train.config import TrainConfig, toy_model_config
+from aiayn.train.presets import preset_config
 
 SHAPE = dict(
     d_model=32, h=2, encoder_layers=1, decoder_layers=1, d_ff=64
@@ -42,6 +43,18 @@ def test_the_book_models_are_the_chapters_configurations():
         one_layer = toy_model_config(name, encoder_layers=1, decoder_layers=1)
         easier = dict(task=name, model_config=one_layer, steps=1000)
         assert config == dataclasses.replace(TrainConfig(), **easier)
+
+
+def test_a_book_configuration_is_made_when_first_read():
+    configs = book_models.BookConfigs(("reverse", "en-fr"), seed=3)
+    assert list(configs) == ["reverse", "en-fr"] and len(configs) == 2
+    assert configs.made == {}  # no vocabulary learned before a translation run is read
+    assert configs["reverse"] == preset_config("reverse", seed=3)
+    assert list(configs.made) == ["reverse"]
+    assert configs["reverse"] is configs["reverse"]  # made once
+    assert "copy" not in configs
+    with pytest.raises(KeyError):
+        configs["copy"]
 
 
 def test_main_trains_every_missing_model_once(tiny_book_models, tmp_path, capsys):

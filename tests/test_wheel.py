@@ -145,7 +145,7 @@ bench = json.loads((book.MEASUREMENTS / "bench_cpu.json").read_text())
 sweep = sorted(book.MEASUREMENTS.glob("tta_sweep*.jsonl"))
 home = Path(sys.argv[1])
 trained = book.RUNS / "copy.pt"
-book.BOOK_MODELS["copy"] = book.load_checkpoint(trained).config
+book.BOOK_MODELS = {"copy": book.load_checkpoint(trained).config}
 state = book.book_model("copy")
 print(json.dumps({
     "bench": sorted(bench),

@@ -1,7 +1,8 @@
 """Chapter kernels that start warm: forked from a process that imported their libraries.
 
 A chapter's kernel spends seconds of CPU before its first cell, importing ipykernel,
-torch and matplotlib, and the book has dozens of chapters. As a pytest plugin
+torch and matplotlib (and, with its first optimizer, ``torch._dynamo``), and the book
+has dozens of chapters. As a pytest plugin
 (``-p tests.warm_kernels``), this starts one process for the whole pytest run (in the
 process that is not an xdist worker; the workers share it), the *zygote*, which imports
 those libraries once and then forks a kernel for every notebook that nbval opens. The
@@ -126,6 +127,9 @@ def serve(listening: str) -> None:
     import matplotlib.pyplot  # noqa: F401
     import numpy  # noqa: F401
     import torch  # noqa: F401
+    # PyTorch imports its compiler's front end, a large package, when a process makes
+    # its first optimizer: most chapters make one, or load a run (which makes one)
+    import torch._dynamo  # noqa: F401
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the system reaps the kernels
     listener.settimeout(1.0)
