@@ -123,12 +123,13 @@ def serve(listening: str) -> None:
     parent = os.getppid()
     listener = socket.socket(fileno=int(listening))
     os.environ.setdefault("MPLBACKEND", INLINE_BACKEND)
+    # torch._dynamo, the front end of PyTorch's compiler, a large package: PyTorch
+    # imports it when a process makes its first optimizer, as most chapters do (loading
+    # a run makes one too)
     import ipykernel.kernelapp  # noqa: F401
     import matplotlib.pyplot  # noqa: F401
     import numpy  # noqa: F401
     import torch  # noqa: F401
-    # PyTorch imports its compiler's front end, a large package, when a process makes
-    # its first optimizer: most chapters make one, or load a run (which makes one)
     import torch._dynamo  # noqa: F401
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the system reaps the kernels
