@@ -66,6 +66,15 @@ def run(client, code: str, timeout: float = 30) -> list[dict]:
             return messages
 
 
+def is_stream(message: dict, msg_id: str, text: str) -> bool:
+    """Whether message is the cell msg_id printing text."""
+    return (
+        message["parent_header"].get("msg_id") == msg_id
+        and message["msg_type"] == "stream"
+        and message["content"]["text"].strip() == text
+    )
+
+
 def printed(messages: list[dict]) -> str:
     """What a cell printed."""
     return "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
@@ -114,8 +123,12 @@ def test_two_warm_kernels_draw_different_random_numbers(zygote, tmp_path):
 def test_an_interrupt_stops_the_cell_and_the_kernel_goes_on(zygote, tmp_path):
     manager, client = start_kernel(zygote, tmp_path)
     try:
-        msg_id = client.execute("import time; time.sleep(60)")
-        time.sleep(1.0)
+        cell = "import time; print('asleep', flush=True); time.sleep(60)"
+        msg_id = client.execute(cell)
+        # interrupted once the cell runs (a busy machine may not have started it yet)
+        while not is_stream(client.get_iopub_msg(timeout=30), msg_id, "asleep"):
+            pass
+        time.sleep(0.2)  # past the print, into the sleep
         manager.interrupt_kernel()
         reply = client.get_shell_msg(timeout=20)
         while reply["parent_header"]["msg_id"] != msg_id:  # an earlier request's
