@@ -39,11 +39,9 @@ SETUP    := $(VENV)/.installed
 # that is rewritten only when a file is added or removed: make then sees a deleted file too,
 # and not Python's __pycache__ folders, which appear under src/ when the library is first
 # imported. $(call python_files,LIST,PATHS) writes the list LIST; it gives the files and LIST.
-# (The new list is written to a file named by the shell's process id: two makes that start
-# together, as in .ci/run, never write the same file.)
 define python_files
-$(shell mkdir -p $(BUILD); new=$(1).$$$$; { find $(2) -type f -name '*.py' 2>/dev/null || true; } \
-  | sort > $$new; cmp -s $$new $(1) || mv $$new $(1); rm -f $$new; cat $(1)) $(1)
+$(shell mkdir -p $(BUILD); { find $(2) -type f -name '*.py' 2>/dev/null || true; } \
+  | sort > $(1).new; cmp -s $(1).new $(1) || mv $(1).new $(1); rm -f $(1).new; cat $(1)) $(1)
 endef
 # every file of the library: the chapters import any of them (the tools, the CLI too)
 SRC := $(call python_files,$(BUILD)/.src-files,src)
@@ -55,7 +53,7 @@ MODEL_SRC := $(call python_files,$(BUILD)/.model-src-files,src/aiayn/model src/a
 CHAPTERS := $(shell grep -l '^kernelspec:' book/*.md)
 
 .PHONY: help setup book models sync test lint unit notebooks strict-book pdf browser chromium \
-        portability portability-models lock clean
+        portability lock clean
 
 help:
 	@echo "make setup  create $(VENV) and node_modules with every package of the locks installed"
@@ -64,7 +62,6 @@ help:
 	@echo "make models train the models the final chapters load (into $(RUNS))"
 	@echo "make sync   copy the library's definitions into the chapters that teach them"
 	@echo "make portability  the chapters with trained models, on another seed and CPU path"
-	@echo "make portability-models  train only the models that make portability loads"
 	@echo "make pdf    the whole book as one PDF: $(PDF)"
 	@echo "make lock   pin every package of the environment into requirements.txt"
 	@echo "make clean  remove $(BUILD) (keeps $(VENV))"
@@ -270,23 +267,16 @@ chromium:
 # (ATEN_CPU_CAPABILITY), and every chapter that reads them runs against those models:
 # a claim that holds for one training run only fails here. The explorer's models are
 # exported from those models too, and checked against PyTorch (beside the book's own).
-OTHER_PASS = export AIAYN_BOOK_SEED=$(OTHER_SEED) AIAYN_RUNS=$(abspath $(OTHER_RUNS)) \
-  AIAYN_EXPLORER=$(abspath $(BUILD)/explorer-other) \
-  ATEN_CPU_CAPABILITY=$$($(PY) tests/other_kernels.py)
 portability: $(SETUP) $(BUILD)/.models-stamp
-	$(OTHER_PASS); \
+	export AIAYN_BOOK_SEED=$(OTHER_SEED) AIAYN_RUNS=$(abspath $(OTHER_RUNS)) \
+	  AIAYN_EXPLORER=$(abspath $(BUILD)/explorer-other) \
+	  ATEN_CPU_CAPABILITY=$$($(PY) tests/other_kernels.py); \
 	echo "book models with seed $$AIAYN_BOOK_SEED on the $$ATEN_CPU_CAPABILITY path"; \
 	rm -rf $(BUILD)/nbval-other; \
 	$(PY) tests/to_notebooks.py $(BUILD)/nbval-other $(MODEL_CHAPTERS); \
 	$(EXECUTE) $(BUILD)/nbval-other
 	@# the chapters loaded those models: none trained one of its own
 	test -z "$$(find $(BUILD)/nbval-other -name '*.pt')"
-
-# The models of `make portability` alone, two at a time, which it then loads instead of
-# training them: .ci/run trains them while `make test` runs, at the lowest CPU priority,
-# on the cores that make test leaves idle (installing, one-core phases, the ends of runs).
-portability-models: $(SETUP) $(BUILD)/.models-stamp
-	$(OTHER_PASS); $(PY) -m aiayn.book.models --runs $(OTHER_RUNS) --jobs 2
 
 clean:
 	rm -rf $(BUILD)
