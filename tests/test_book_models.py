@@ -52,7 +52,8 @@ def test_a_book_configuration_is_made_when_first_read():
     assert configs["reverse"] == preset_config("reverse", seed=3)
     assert list(configs.made) == ["reverse"]
     assert configs["reverse"] is configs["reverse"]  # made once
-    assert "copy" not in configs
+    assert "copy" not in configs and "en-fr" in configs
+    assert list(configs.made) == ["reverse"]  # asking made nothing
     with pytest.raises(KeyError):
         configs["copy"]
 

@@ -2,13 +2,13 @@
 
 A chapter's kernel spends seconds of CPU before its first cell, importing ipykernel,
 torch and matplotlib (and, with its first optimizer, ``torch._dynamo``), and the book
-has dozens of chapters. As a pytest plugin
-(``-p tests.warm_kernels``), this starts one process for the whole pytest run (in the
-process that is not an xdist worker; the workers share it), the *zygote*, which imports
-those libraries once and then forks a kernel for every notebook that nbval opens. The
-kernel is the same IPython kernel a reader's JupyterLab starts (``ipykernel_launcher``),
-in the notebook's folder, with the environment, arguments and standard streams that
-nbval gave it; only its imports are done.
+has dozens of chapters. As a pytest plugin (``-p tests.warm_kernels``), this starts one
+process for the whole pytest run (in the process that is not an xdist worker; the
+workers share it), the *zygote*, which imports those libraries once and then forks a
+kernel for every notebook that nbval opens. The kernel is the same IPython kernel a
+reader's JupyterLab starts (``ipykernel_launcher``), in the notebook's folder, with the
+environment, arguments and standard streams that nbval gave it; only its imports are
+done.
 
 How a kernel is started (nbval asks jupyter_client, which starts the kernel spec's
 command, here ``python warm_kernels.py launch -f CONNECTION_FILE``):

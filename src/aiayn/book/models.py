@@ -75,8 +75,8 @@ class BookConfigs(Mapping[str, TrainConfig]):
     """The configurations of named runs with one seed, each made when first read.
 
     A translation run's configuration learns its task's vocabulary (its model's
-    positions cover the longest tokenized sentence): a third of a second each, which
-    a chapter that loads only a digit model does not wait for.
+    positions cover the longest tokenized sentence), which a chapter that loads only a
+    digit model need not wait for; asking whether a name is one makes nothing.
     """
 
     def __init__(self, names: tuple[str, ...], seed: int):
@@ -89,6 +89,9 @@ class BookConfigs(Mapping[str, TrainConfig]):
         if name not in self.made:
             self.made[name] = preset_config(name, seed=self.seed)
         return self.made[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names)
