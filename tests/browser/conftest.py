@@ -52,6 +52,31 @@ def serve(folder: pathlib.Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_port}"
 
 
+# What a reader sees of a page: the article's rendered words (innerText leaves out
+# what is folded), its height, whether it has a recap, and its links into the glossary
+# (test_first_read.py); null for a page without an article. Measured on a page just
+# opened, before any check opens what it folds.
+READER_VIEW_JS = """() => {
+  const article = document.querySelector("article.bd-article");
+  if (!article) return null;  // the search page
+  const words = article.innerText.split(/\\s+/).filter(Boolean).length;
+  const recap = [...article.querySelectorAll("h2")]
+      .some(h => h.textContent.startsWith("Recap"));
+  const terms = new Set([...article.querySelectorAll("a[href*='glossary.html#term-']")]
+      .map(a => a.href.split("#")[1]));
+  return {words, height: document.documentElement.scrollHeight, recap,
+          glossary_terms: terms.size};
+}"""
+
+
+@pytest.fixture(scope="session")
+def reader_views() -> dict[str, dict]:
+    """A page's URL -> READER_VIEW_JS's answer on it, kept by the test that opened it
+    (test_page_renders opens every page): the first read's chapters are measured
+    without being opened again."""
+    return {}
+
+
 @pytest.fixture(scope="session")
 def browser():
     from playwright.sync_api import sync_playwright

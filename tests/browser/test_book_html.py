@@ -38,7 +38,7 @@ import subprocess
 
 import pytest
 import yaml
-from conftest import HTML, ROOT, SCREENSHOTS, book_addresses
+from conftest import HTML, READER_VIEW_JS, ROOT, SCREENSHOTS, book_addresses
 from test_figure_legibility import figure_sizes, shrunk_figures
 
 # Where a chapter launches: Binder builds the repository at the commit the book was
@@ -74,6 +74,10 @@ def is_notebook_chapter(path: str) -> bool:
 PAGES = chapter_pages() + ["genindex.html", "search.html"]
 
 
+SETTLED_EXPLORERS_JS = """() => [...document.querySelectorAll(".aiayn-explorer")]
+    .every(e => ["ready", "unavailable", "error"].includes(e.dataset.state))"""
+
+
 def open_page(browser, url):
     """Open a page; wait for its images, MathJax and fonts: (page, console errors)."""
     page = browser.new_page(viewport=VIEWPORT)
@@ -96,6 +100,9 @@ def open_page(browser, url):
     # (when this was written, no page of the book started one later), so no idle
     # network to wait for
     page.evaluate("() => document.fonts.ready.then(() => null)")
+    # an explorer has answered its first source, or says why it cannot: the page as a
+    # reader sees it a moment later (test_explorer.py checks what it answered)
+    page.wait_for_function(SETTLED_EXPLORERS_JS)
     return page, [e for e in errors if e not in ALLOWED_CONSOLE_ERRORS]
 
 
@@ -250,9 +257,12 @@ def page_defects(page) -> list[str]:
 
 
 @pytest.mark.parametrize("path", PAGES)
-def test_page_renders(browser, book_url, path):
-    page, console_errors = open_page(browser, f"{book_url}/{path}")
+def test_page_renders(browser, book_url, reader_views, path):
+    url = f"{book_url}/{path}"
+    page, console_errors = open_page(browser, url)
     try:
+        if view := page.evaluate(READER_VIEW_JS):  # before anything unfolds
+            reader_views[url] = view
         assert page.title(), f"{path}: no <title>"
         assert console_errors == [], f"{path}: console errors {console_errors}"
 
