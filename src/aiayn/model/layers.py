@@ -27,8 +27,8 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(d_model))
 
     def forward(self, x: Tensor) -> Tensor:
-        # (..., 1) each
-        var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased
         return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
 
 
