@@ -17,17 +17,18 @@ class LayerNorm(nn.Module):
     ``bias``. Shape: (..., d_model) -> (..., d_model).
 
     Every layer below normalises with it. The fast model (aiayn.fast) calls
-    F.layer_norm on the same weight and bias: one fused kernel for the few here.
+    F.layer_norm on the same weight and bias: one fused kernel instead of the few
+    operations here.
     """
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d_model))  # gain
-        self.bias = nn.Parameter(torch.zeros(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))  # shift
 
     def forward(self, x: Tensor) -> Tensor:
-        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1): broadcasts over the features
         var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased
         return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
 
