@@ -79,7 +79,8 @@ SETTLED_EXPLORERS_JS = """() => [...document.querySelectorAll(".aiayn-explorer")
 
 
 def open_page(browser, url):
-    """Open a page; wait for its images, MathJax and fonts: (page, console errors)."""
+    """Open a page; wait for its images, MathJax, fonts and explorers: (page, console
+    errors)."""
     page = browser.new_page(viewport=VIEWPORT)
     errors = []
     page.on(
