@@ -95,15 +95,17 @@ def test_same_seed_same_losses():
     assert losses[0] == losses[1]
 
 
-def test_foreach_adam_and_clipping_give_the_per_parameter_loop_s_weights_exactly():
-    # train_step clips and steps with foreach=True; the same run with PyTorch's loop
-    # over the parameters (foreach=False) must end on the same weights, bit for bit
+def test_fused_adam_and_foreach_clipping_agree_with_the_per_parameter_loop():
+    # train_step clips with foreach=True and steps with Adam's fused kernel; the same
+    # run with PyTorch's loop over the parameters for both must end on the same
+    # weights: bit for bit from the clipping, to rounding from the fused kernel (it
+    # orders Adam's arithmetic its own way)
     config = TrainConfig(steps=5, device="cpu", **TINY)
     fast, looped = new_run(config), new_run(config)
     looped.optimizer = torch.optim.Adam(
         looped.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9, foreach=False
     )
-    assert fast.optimizer.defaults["foreach"] is True
+    assert fast.optimizer.defaults["fused"] is True
     clip = torch.nn.utils.clip_grad_norm_
     for _ in range(config.steps):
         step(fast)
@@ -114,8 +116,17 @@ def test_foreach_adam_and_clipping_give_the_per_parameter_loop_s_weights_exactly
                 lambda params, norm, foreach: clip(params, norm, foreach=False),
             )
             step(looped)
-    for a, b in zip(fast.model.parameters(), looped.model.parameters(), strict=True):
-        assert torch.equal(a, b)
+    start = dict(new_run(config).model.named_parameters())
+    for (name, a), b in zip(
+        fast.model.named_parameters(), looped.model.parameters(), strict=True
+    ):
+        if name.endswith("w_k.bias"):
+            # its gradient is 0 but for rounding (the softmax ignores a shift shared by
+            # every key), and Adam scales those rounding errors up to full steps
+            continue
+        moved = (b - start[name]).abs().max().item()  # about 5 steps of the rate
+        assert moved > 1e-4
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-4 * moved)
 
 
 def test_checkpoint_resume_continues_exactly(tmp_path):
