@@ -1,6 +1,6 @@
 """Table 3 in miniature (§6.2): every row of ``aiayn.tools.variations.ROWS``, three seeds.
 
-Run once, on a CPU, outside the book's build (23 CPU-minutes):
+Run once, on a CPU, outside the book's build (16 CPU-minutes):
 
     nice -n 5 .venv/bin/python book/measurements/table3.py \
         --out src/aiayn/book/measurements/table3_cpu.jsonl
@@ -12,9 +12,8 @@ wall clock on a shared machine), cpu_seconds (of the whole run), params, perplex
 token_accuracy, exact_match, and the CPU kernel path (``kernel``: what
 ``torch.backends.cpu.get_cpu_capability()`` says) and ``torch`` version that computed
 them: a model trained on another kernel path or version differs in its last bits, and
-the difference grows over a run. "Model variations" reads them. (The stored lines
-predate these two fields, which were added after the row "C N=1", seed 0, re-trained
-bit for bit under ATEN_CPU_CAPABILITY=avx2 with torch 2.13.0+cpu, and not under AVX512.)
+the difference grows over a run. "Model variations" reads them, and trains one of the runs
+again to compare.
 """
 
 import argparse
