@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from aiayn.evaluation import evaluate, predict
 from aiayn.model.transformer import TransformerConfig
@@ -20,7 +21,7 @@ from aiayn.train.config import (
     task_config,
     toy_model_config,
 )
-from aiayn.train.loop import read_metrics, train, train_step
+from aiayn.train.loop import forward_backward, read_metrics, train, train_step
 from aiayn.train.loss import label_smoothed_loss
 from aiayn.train.run import train_on_task
 from aiayn.train.schedule import learning_rate
@@ -98,8 +99,8 @@ def test_same_seed_same_losses():
 def test_fused_adam_and_foreach_clipping_agree_with_the_per_parameter_loop():
     # train_step clips with foreach=True and steps with Adam's fused kernel; the same
     # run with PyTorch's loop over the parameters for both must end on the same
-    # weights: bit for bit from the clipping, to rounding from the fused kernel (it
-    # orders Adam's arithmetic its own way)
+    # weights, to rounding: the fused kernel orders Adam's arithmetic its own way (the
+    # clipping alone is exact: the test below)
     config = TrainConfig(steps=5, device="cpu", **TINY)
     fast, looped = new_run(config), new_run(config)
     looped.optimizer = torch.optim.Adam(
@@ -127,6 +128,24 @@ def test_fused_adam_and_foreach_clipping_agree_with_the_per_parameter_loop():
         moved = (b - start[name]).abs().max().item()  # about 5 steps of the rate
         assert moved > 1e-4
         torch.testing.assert_close(a, b, rtol=0, atol=1e-4 * moved)
+
+
+def test_foreach_clipping_gives_the_per_parameter_loop_s_gradients_exactly():
+    state = new_run(TrainConfig(device="cpu", **TINY))
+    forward_backward(state, state.task.training_batch(state.data_rng))
+    params = list(state.model.parameters())
+    gradients = [p.grad.clone() for p in params]
+
+    def clipped(foreach: bool) -> tuple[Tensor, list[Tensor]]:
+        for p, g in zip(params, gradients, strict=True):
+            p.grad = g.clone()
+        norm = torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=foreach)
+        return norm, [p.grad for p in params]
+
+    (norm, looped), (foreach_norm, fast) = clipped(False), clipped(True)
+    assert norm > 1.0  # the first step's gradients are scaled down
+    assert torch.equal(norm, foreach_norm)
+    assert all(torch.equal(a, b) for a, b in zip(fast, looped, strict=True))
 
 
 def test_checkpoint_resume_continues_exactly(tmp_path):
