@@ -6,7 +6,7 @@ the kernels of one forward and backward pass once; every later step replays them
 with one launch. A replay repeats exactly what was recorded, on the same memory: so
 every batch is padded to the task's longest sequence and copied into the same input
 tensors, and the gradients land in the same tensors every step. The optimizer step
-(Adam's fused kernel, one launch) stays outside the graph.
+(Adam's fused kernel) stays outside the graph.
 
 Padding a batch further changes nothing but rounding: no query attends to a padding
 key, and the loss weights padding targets by 0. ``tests/test_cuda_graph.py`` checks the
